@@ -1,0 +1,161 @@
+"""The Backend protocol: what a store must do for :class:`durabl.JobQueue`.
+
+A store implements this and passes ``tests/contract``; that suite is the definition of a
+backend. Every write after a claim is fenced by the claim token; terminal writes never
+overwrite a terminal state and keep a receipt per (claim token, operation), so a write that
+is retried after an ambiguous failure reports its first result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from durabl.job import FailureKind, HeartbeatResult, Job, JobHandle, JobResult, LogEntry, QueueStats, ReapReport
+from durabl.options import NewJob
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """``job_id`` is None when the dedupe slot was taken (``coalesced`` if the pending
+    follower's payload was replaced)."""
+
+    job_id: str | None
+    coalesced: bool = False
+
+
+@dataclass(frozen=True)
+class InlineClaimResult:
+    """The outcome of :meth:`Backend.claim_or_enqueue`: a handle, or the job that now covers
+    the work (``job_id`` of a new pending follower, or None)."""
+
+    handle: JobHandle[Any] | None
+    enqueued_id: str | None = None
+    coalesced: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A job store. Thread-safe; synchronous."""
+
+    #: True when the store can hold an orchestration journal on the job.
+    supports_journal: bool
+    #: True when push pickup (change streams) is active for this store.
+    supports_push: bool
+
+    def startup(self) -> None:
+        """Create indexes/schema. Idempotent; safe on a store that already holds jobs."""
+
+    def close(self) -> None:
+        """Release connections this backend opened itself."""
+
+    def now(self) -> datetime:
+        """The store's notion of the current instant (server time where it has one)."""
+
+    def check_size(self, job: NewJob) -> None:
+        """Raise ``DocumentTooLargeError`` when ``job`` cannot be stored."""
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        """Store a pending job; None id when its dedupe slot is taken.
+
+        Raises ``DedupeScopeConflictError`` when the key's live job has the other scope.
+        """
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        """Create the job already claimed when its key allows a run now; else enqueue a
+        follower (or coalesce) as :meth:`enqueue` would."""
+
+    # -- claiming -------------------------------------------------------------------------
+    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` due pending jobs of ``type``: lowest priority first, then
+        oldest ``run_at``. Each claim gets a fresh token and counts an attempt."""
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        """Claim the due pending job of ``type`` holding ``dedupe_key``, if any."""
+
+    # -- fenced writes --------------------------------------------------------------------
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult: ...
+
+    def complete(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult: ...
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+    ) -> JobResult:
+        """Retry at ``retry_at`` when attempts remain, else fail ``retries-exhausted``.
+        ``superseded`` when a pending follower already holds the key."""
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult: ...
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+    ) -> JobResult:
+        """Back to pending, due now, refunding the attempt; ``superseded`` when a follower
+        holds the pending slot. ``timeout`` bounds the whole write."""
+
+    # -- recovery and operations ----------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        """Recover up to ``limit`` jobs whose lease was not renewed within the timeout."""
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        """One sweep; the number of jobs recovered (pending again, stalled or superseded)."""
+
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool: ...
+
+    def get_job(self, job_id: str) -> Job[Any] | None: ...
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """Jobs newest first (failed: by failure time)."""
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int: ...
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending with attempts 0; False if not failed or its key is live."""
+
+    def delete(self, job_id: str) -> bool:
+        """Remove a job that is not active; False when absent or active."""
+
+    def get_stats(self, type: str | None = None) -> QueueStats: ...
+
+    def job_types(self) -> list[str]:
+        """Every type that has at least one stored job."""
+
+
+ClaimSource = Literal["poll", "inline", "drain"]

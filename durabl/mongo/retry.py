@@ -1,0 +1,62 @@
+"""Bounded, jittered retries of operations that are safe to repeat, and error translation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from pymongo.errors import AutoReconnect, ServerSelectionTimeoutError
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from durabl.exceptions import BackendUnavailableError
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+RETRY_ATTEMPTS = 4
+RETRY_MAX_SECONDS = 10.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """AutoReconnect covers NotPrimaryError and network timeouts. Server selection already
+    waited its own timeout, so repeating it would only multiply the wait."""
+    return isinstance(exc, AutoReconnect) and not isinstance(exc, ServerSelectionTimeoutError)
+
+
+def call_with_retries(operation: str, fn: Callable[[], R], *, attempts: int = RETRY_ATTEMPTS) -> R:
+    """Run ``fn``; repeat it on transient errors, up to a bound, with jittered backoff.
+
+    Only for operations that are safe to repeat (reads, fenced or receipted writes,
+    inserts with a client-made id). The last transient error becomes a
+    :class:`BackendUnavailableError`.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(attempts) | stop_after_delay(RETRY_MAX_SECONDS),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
+        reraise=False,
+        before_sleep=lambda state: logger.warning(
+            "transient MongoDB error during %s, retrying (attempt %d): %s",
+            operation,
+            state.attempt_number,
+            state.outcome.exception() if state.outcome else None,
+        ),
+    )
+    try:
+        return retrying(fn)
+    except RetryError as exc:
+        cause = exc.last_attempt.exception()
+        raise BackendUnavailableError(f"MongoDB unavailable during {operation}: {cause}") from cause
+
+
+def translate(operation: str, exc: BaseException) -> BackendUnavailableError:
+    return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")

@@ -1,0 +1,171 @@
+"""Enqueue options: validation and every default in one place. Pure: no I/O."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from durabl.clock import Seconds, to_seconds
+from durabl.job import (
+    DEDUPE_SCOPES,
+    BackoffKind,
+    DedupeScope,
+    Job,
+)
+from durabl.payload import check_payload
+
+DEFAULT_PRIORITY = 0
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_DEDUPE_SCOPE: DedupeScope = "pending+active"
+DEFAULT_BACKOFF: BackoffKind = "exponential"
+DEFAULT_BACKOFF_DELAY = 1.0
+DEFAULT_BACKOFF_MAX_DELAY = 300.0
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+DEFAULT_POLL_INTERVAL = 5.0
+DEFAULT_MAX_DRAINS = 10
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+RELEASE_WRITE_TIMEOUT = 1.0
+MAX_LOG_ENTRIES = 1000
+MAX_LOG_MESSAGE_BYTES = 2048
+MAX_FAIL_REASON_BYTES = 16 * 1024
+BACKOFF_JITTER = 0.1  # up to +10 % of the computed delay, never past the cap
+COALESCE_MODES = ("latest",)
+BACKOFF_KINDS: tuple[BackoffKind, ...] = ("exponential", "fixed")
+MAX_PRIORITY = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    kind: BackoffKind = DEFAULT_BACKOFF
+    delay: float = DEFAULT_BACKOFF_DELAY
+    max_delay: float = DEFAULT_BACKOFF_MAX_DELAY
+
+    @classmethod
+    def for_job(cls, job: Job[Any]) -> BackoffPolicy:
+        return cls(job.backoff, job.backoff_delay, job.backoff_max_delay)
+
+    def delay_for(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before the next try after ``attempt`` (1-based) failed."""
+        if self.kind == "fixed":
+            base = self.delay
+        else:
+            exponent = max(attempt - 1, 0)
+            # Avoid float overflow for absurd attempt counts: the cap wins long before.
+            base = self.max_delay if exponent > 60 else self.delay * 2**exponent
+            base = min(base, self.max_delay)
+            base = min(base + base * BACKOFF_JITTER * rand(), self.max_delay)
+        return base
+
+    def next_run_at(
+        self, attempt: int, now: datetime, rand: Callable[[], float] = random.random
+    ) -> datetime:
+        return now + timedelta(seconds=self.delay_for(attempt, rand))
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated enqueue request, ready for a backend to store."""
+
+    type: str
+    data: Any
+    priority: int
+    run_at: datetime | None  # None: due now, at the store's clock
+    max_attempts: int
+    dedupe_key: str | None
+    dedupe_scope: DedupeScope
+    coalesce: str | None
+    backoff: BackoffPolicy
+
+    @property
+    def scope_for_store(self) -> DedupeScope | None:
+        return self.dedupe_scope if self.dedupe_key is not None else None
+
+
+def check_job_type(type: str) -> str:
+    if not isinstance(type, str) or not type:
+        raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    return type
+
+
+def build_new_job(
+    type: str,
+    data: Any,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    delay: Seconds = 0,
+    run_at: datetime | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    dedupe_key: str | None = None,
+    dedupe_scope: str = DEFAULT_DEDUPE_SCOPE,
+    coalesce: str | None = None,
+    backoff: str = DEFAULT_BACKOFF,
+    backoff_delay: Seconds = DEFAULT_BACKOFF_DELAY,
+    backoff_max_delay: Seconds = DEFAULT_BACKOFF_MAX_DELAY,
+    now: datetime | None = None,
+) -> NewJob:
+    """Validate every enqueue option; raise before anything is written.
+
+    ``TypeError`` for a payload the stores cannot hold, ``ValueError`` for a bad option.
+    ``now`` is needed only to turn ``delay`` into an instant.
+    """
+    check_job_type(type)
+    check_payload(data)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority must be an int, got {priority!r}")
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must fit in 32 bits, got {priority!r}")
+    delay_s = to_seconds(delay, "delay")
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise ValueError(f"run_at must be a datetime, got {run_at!r}")
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise ValueError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
+        if delay_s:
+            raise ValueError("pass either delay or run_at, not both")
+        run_at = run_at.astimezone(timezone.utc)
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    if dedupe_key is not None and (not isinstance(dedupe_key, str) or not dedupe_key):
+        raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
+    if dedupe_scope not in DEDUPE_SCOPES:
+        raise ValueError(f"dedupe_scope must be one of {DEDUPE_SCOPES}, got {dedupe_scope!r}")
+    if coalesce is not None:
+        if coalesce not in COALESCE_MODES:
+            raise ValueError(f"coalesce must be None or 'latest', got {coalesce!r}")
+        if dedupe_key is None:
+            raise ValueError("coalesce='latest' needs a dedupe_key to know what to coalesce with")
+    if backoff not in BACKOFF_KINDS:
+        raise ValueError(f"backoff must be one of {BACKOFF_KINDS}, got {backoff!r}")
+    policy = BackoffPolicy(
+        backoff,  # type: ignore[arg-type]
+        to_seconds(backoff_delay, "backoff_delay"),
+        to_seconds(backoff_max_delay, "backoff_max_delay"),
+    )
+    if delay_s:
+        if now is None:
+            raise ValueError("delay needs a clock")  # programming error inside durabl
+        run_at = now + timedelta(seconds=delay_s)
+    return NewJob(
+        type=type,
+        data=data,
+        priority=priority,
+        run_at=run_at,
+        max_attempts=max_attempts,
+        dedupe_key=dedupe_key,
+        dedupe_scope=dedupe_scope,  # type: ignore[arg-type]
+        coalesce=coalesce,
+        backoff=policy,
+    )
+
+
+def clip_text(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, marked when cut."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= max_bytes:
+        return text
+    marker = "… [truncated]"
+    keep = max(max_bytes - len(marker.encode("utf-8")), 0)
+    return raw[:keep].decode("utf-8", "ignore") + marker
