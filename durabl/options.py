@@ -25,6 +25,7 @@ DEFAULT_BACKOFF_DELAY = 1.0
 DEFAULT_BACKOFF_MAX_DELAY = 300.0
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_POLL_INTERVAL = 5.0
+PUSH_SAFETY_POLL_INTERVAL = 60.0
 DEFAULT_MAX_DRAINS = 10
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 RELEASE_WRITE_TIMEOUT = 1.0
@@ -140,7 +141,7 @@ def build_new_job(
     if backoff not in BACKOFF_KINDS:
         raise ValueError(f"backoff must be one of {BACKOFF_KINDS}, got {backoff!r}")
     policy = BackoffPolicy(
-        backoff,  # type: ignore[arg-type]
+        backoff,
         to_seconds(backoff_delay, "backoff_delay"),
         to_seconds(backoff_max_delay, "backoff_max_delay"),
     )
@@ -155,7 +156,7 @@ def build_new_job(
         run_at=run_at,
         max_attempts=max_attempts,
         dedupe_key=dedupe_key,
-        dedupe_scope=dedupe_scope,  # type: ignore[arg-type]
+        dedupe_scope=dedupe_scope,
         coalesce=coalesce,
         backoff=policy,
     )

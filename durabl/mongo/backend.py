@@ -727,7 +727,7 @@ class MongoJobQueue:
 
         def read() -> QueueStats:
             counts = {s: self.col.count_documents({**base, "status": s}) for s in STATUSES}
-            by_kind = {
+            by_kind: dict[str, int] = {
                 kind: n
                 for kind in FAILURE_KINDS
                 if (n := self.col.count_documents({**base, "status": "failed", "failure_kind": kind}))

@@ -1,0 +1,62 @@
+"""MongoJobQueue from a URL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pymongo import MongoClient
+from pymongo.errors import ConfigurationError, InvalidURI
+
+from durabl.exceptions import DurablError
+from durabl.mongo.backend import MongoJobQueue
+
+DEFAULT_DATABASE = "durabl"
+
+_mock_lock = threading.Lock()
+_mock_client: Any = None
+
+
+def mongomock_client() -> Any:
+    """One mongomock client per process: two clients would not share data."""
+    global _mock_client
+    with _mock_lock:
+        if _mock_client is None:
+            try:
+                import mongomock
+            except ImportError as exc:
+                raise DurablError(
+                    "mongomock:// needs the mongomock package (pip install 'durabl[test]')"
+                ) from exc
+            _mock_client = mongomock.MongoClient(tz_aware=True)
+        return _mock_client
+
+
+def _database_from_path(url: str) -> str | None:
+    path = urlsplit(url).path.lstrip("/")
+    return unquote(path) or None
+
+
+def from_url(
+    url: str,
+    *,
+    database: str | None = None,
+    collection: str = "durabl_jobs",
+    use_change_streams: bool = False,
+    **client_options: Any,
+) -> MongoJobQueue:
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "mongomock":
+        db_name = database or _database_from_path(url) or DEFAULT_DATABASE
+        return MongoJobQueue(
+            mongomock_client()[db_name], collection, use_change_streams=use_change_streams
+        )
+    try:
+        client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True, **client_options)
+    except (ConfigurationError, InvalidURI, ValueError) as exc:
+        raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
+    db_name = database or _database_from_path(url) or DEFAULT_DATABASE
+    return MongoJobQueue(
+        client[db_name], collection, use_change_streams=use_change_streams, owns_client=True
+    )

@@ -1,0 +1,394 @@
+"""JobQueue: the front of durabl. Enqueue anywhere; process where intended."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from datetime import datetime
+from typing import Any
+
+from durabl.backend import Backend
+from durabl.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
+from durabl.exceptions import QueueShutdownError
+from durabl.job import FailureKind, Job, JobEvent, JobHandle, QueueStats, StartReaperResult
+from durabl.options import (
+    DEFAULT_MAX_DRAINS,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_VISIBILITY_TIMEOUT,
+    PUSH_SAFETY_POLL_INTERVAL,
+    build_new_job,
+    check_job_type,
+)
+from durabl.reaper import Reaper, default_reaper_interval
+from durabl.run import Handler, ManagedRun
+from durabl.shutdown import Drain, install_signal_handlers
+from durabl.worker import Processor
+
+_module_logger = logging.getLogger(__name__)
+
+
+def default_lease_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class JobQueue:
+    """Enqueue jobs, process them with worker threads, run them inline, and operate the
+    queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        logger: logging.Logger | None = None,
+        visibility_timeout: Seconds = DEFAULT_VISIBILITY_TIMEOUT,
+        on_job_event: Callable[[JobEvent], object] | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        vt = to_seconds(visibility_timeout, "visibility_timeout")
+        if vt <= 0:
+            raise ValueError("visibility_timeout must be positive")
+        self.backend = backend
+        self.logger = logger or _module_logger
+        self.visibility_timeout = vt
+        self.on_job_event = on_job_event
+        self.clock: Clock = clock or getattr(backend, "clock", None) or SYSTEM_CLOCK
+        self.lease_owner = default_lease_owner()
+        self._lock = threading.RLock()
+        self._started = False
+        self._processors: dict[str, Processor] = {}
+        self._runs: set[ManagedRun] = set()
+        self._runs_changed = threading.Condition(self._lock)
+        self._reaper: Reaper | None = None
+        self._drain = Drain(self)
+
+    def __repr__(self) -> str:
+        return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
+
+    # -- runtime hooks used by runs, processors and the reaper ----------------------------
+    def emit(self, event: JobEvent) -> None:
+        """Send an event to the sink; a failing sink is logged and never affects a job."""
+        sink = self.on_job_event
+        if sink is None:
+            return
+        try:
+            sink(event)
+        except Exception:
+            self.logger.exception("on_job_event sink raised for %s event", event.kind)
+
+    def _track(self, run: ManagedRun) -> None:
+        with self._lock:
+            self._runs.add(run)
+
+    def _untrack(self, run: ManagedRun) -> None:
+        with self._lock:
+            self._runs.discard(run)
+            self._runs_changed.notify_all()
+
+    def active_runs(self) -> list[ManagedRun]:
+        with self._lock:
+            return list(self._runs)
+
+    # -- setup ----------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Create the store's indexes/schema (idempotent). Called for you before the first
+        operation, so a process that never calls it still gets dedupe enforced."""
+        with self._lock:
+            if self._started:
+                return
+            self.backend.startup()
+            self._started = True
+
+    def _ready(self) -> Backend:
+        if not self._started:
+            self.startup()
+        return self.backend
+
+    def _closing(self) -> bool:
+        return self._drain.started
+
+    def _check_open(self, what: str) -> None:
+        if self._closing():
+            raise QueueShutdownError(f"{what} refused: the queue is shutting down")
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int = 0,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int = 3,
+        dedupe_key: str | None = None,
+        dedupe_scope: str = "pending+active",
+        coalesce: str | None = None,
+        backoff: str = "exponential",
+        backoff_delay: Seconds = 1.0,
+        backoff_max_delay: Seconds = 300.0,
+    ) -> str | None:
+        """Store a job; its id, or None when its dedupe slot is taken (see the docs)."""
+        backend = self._ready()
+        job = build_new_job(
+            type,
+            data,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            now=backend.now() if delay else None,
+        )
+        result = backend.enqueue(job)
+        if result.job_id is not None and job.run_at is None:
+            self._job_due(type)
+        return result.job_id
+
+    def _job_due(self, type: str) -> None:
+        processor = self._processors.get(type)
+        if processor is None:
+            return
+        if getattr(self.backend, "immediate", False):
+            processor.process_one()
+        else:
+            processor.wake()
+
+    # -- processing -----------------------------------------------------------------------
+    def process(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        poll_interval: Seconds | None = None,
+        heartbeat_interval: Seconds | None = None,
+    ) -> None:
+        """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
+
+        Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
+        at once. ``poll_interval`` defaults to 5 s, or 60 s while push pickup is active.
+        """
+        check_job_type(type)
+        if not callable(handler):
+            raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        backend = self._ready()
+        if poll_interval is None:
+            interval = PUSH_SAFETY_POLL_INTERVAL if backend.supports_push else DEFAULT_POLL_INTERVAL
+        else:
+            interval = to_seconds(poll_interval, "poll_interval")
+            if interval <= 0:
+                raise ValueError("poll_interval must be positive")
+        beat = None
+        if heartbeat_interval is not None:
+            beat = to_seconds(heartbeat_interval, "heartbeat_interval")
+            if not 0 < beat < self.visibility_timeout:
+                raise ValueError(
+                    "heartbeat_interval must be positive and shorter than the visibility timeout"
+                )
+        with self._lock:
+            self._check_open("process()")
+            if type in self._processors:
+                raise ValueError(f"a handler for job type {type!r} is already registered")
+            processor = Processor(
+                type,
+                handler,
+                self,
+                concurrency=concurrency,
+                poll_interval=interval,
+                heartbeat_interval=beat,
+                lease_owner=self.lease_owner,
+            )
+            self._processors[type] = processor
+        if not getattr(backend, "immediate", False):
+            processor.start()
+
+    @property
+    def processors(self) -> dict[str, Processor]:
+        return dict(self._processors)
+
+    def run_pending(self, type: str | None = None, *, limit: int | None = None) -> int:
+        """Run due jobs of the registered types in the calling thread until none is due
+        (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
+        self._ready()
+        ran = 0
+        processors = [self._processors[type]] if type else list(self._processors.values())
+        progress = True
+        while progress and (limit is None or ran < limit):
+            progress = False
+            for processor in processors:
+                if limit is not None and ran >= limit:
+                    break
+                if self._closing():
+                    return ran
+                if processor.process_one():
+                    ran += 1
+                    progress = True
+        return ran
+
+    # -- inline runs ----------------------------------------------------------------------
+    def claim_or_enqueue(self, type: str, data: Any, **options: Any) -> JobHandle[Any] | None:
+        """Create the job already claimed when its dedupe key allows a run now, for
+        :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
+        return None."""
+        self._check_open("claim_or_enqueue()")
+        backend = self._ready()
+        if options.get("delay") or options.get("run_at") is not None:
+            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
+        job = build_new_job(type, data, **options)
+        result = backend.claim_or_enqueue(job, self.lease_owner)
+        handle = result.handle
+        if handle is None:
+            if result.enqueued_id is not None:
+                self._job_due(type)
+            return None
+        if self._closing():
+            handle.release(timeout=1.0)
+            raise QueueShutdownError("claim_or_enqueue() refused: the queue is shutting down")
+        self.emit(JobEvent("claimed", type, handle.id, attempt=handle.attempts))
+        return handle
+
+    def run_claimed(
+        self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
+    ) -> None:
+        """Run a claimed job under management, then drain same-key followers.
+
+        After a success, pending jobs of the same type and key are claimed and run (at most
+        ``max_drains`` more). If the handler fails while a follower already covers its
+        work, the old job is superseded and the follower runs. The first handler error is
+        re-raised at the end.
+        """
+        if isinstance(max_drains, bool) or not isinstance(max_drains, int) or max_drains < 0:
+            raise ValueError(f"max_drains must be an int >= 0, got {max_drains!r}")
+        if self._closing():
+            handle.release(timeout=1.0)
+            raise QueueShutdownError("run_claimed() refused: the queue is shutting down")
+        first_error: BaseException | None = None
+        current: JobHandle[Any] | None = handle
+        drains = 0
+        while current is not None:
+            outcome = ManagedRun(current, handler, self).execute()
+            if outcome.error is not None and first_error is None:
+                first_error = outcome.error
+            key = current.dedupe_key
+            may_drain = outcome.error is None or outcome.status == "superseded"
+            if key is None or not may_drain or drains >= max_drains:
+                break
+            current = self.backend.claim_next_by_key(
+                current.type, key, lease_owner=self.lease_owner
+            )
+            if current is None:
+                break
+            drains += 1
+            if self._closing():
+                current.release(timeout=1.0)
+                break
+            self.emit(JobEvent("claimed", current.type, current.id, attempt=current.attempts))
+        if first_error is not None:
+            raise first_error
+
+    # -- operations -----------------------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        """Advisory: whether a pending or active job of ``type`` holds ``dedupe_key``."""
+        return self._ready().has_outstanding(type, dedupe_key)
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        return self._ready().get_job(job_id)
+
+    def list_failed(
+        self,
+        *,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        limit: int = 100,
+    ) -> list[Job[Any]]:
+        """Terminal-failed jobs, newest failure first."""
+        return self._ready().list_jobs(
+            status="failed", type=type, failure_kind=failure_kind, limit=limit
+        )
+
+    def list_jobs(self, **filters: Any) -> list[Job[Any]]:
+        """Jobs by ``status``, ``type``, ``failure_kind``, ``search``; ``limit``/``offset``."""
+        return self._ready().list_jobs(**filters)
+
+    def count_jobs(self, **filters: Any) -> int:
+        return self._ready().count_jobs(**filters)
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending at attempt 0; False if not failed or its dedupe key is live."""
+        retried = self._ready().retry(job_id)
+        if retried:
+            job = self.backend.get_job(job_id)
+            if job is not None:
+                self._job_due(job.type)
+        return retried
+
+    def delete(self, job_id: str) -> bool:
+        """Remove a job that is not running."""
+        return self._ready().delete(job_id)
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        return self._ready().get_stats(type)
+
+    def job_types(self) -> list[str]:
+        """Types with stored jobs, plus the types this process handles."""
+        return sorted(set(self._ready().job_types()) | set(self._processors))
+
+    # -- reaper ---------------------------------------------------------------------------
+    def start_reaper(self, interval: Seconds | None = None) -> StartReaperResult:
+        """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
+        self._check_open("start_reaper()")
+        self._ready()
+        every = (
+            default_reaper_interval(self.visibility_timeout)
+            if interval is None
+            else to_seconds(interval, "interval")
+        )
+        if every <= 0:
+            raise ValueError("reaper interval must be positive")
+        with self._lock:
+            if self._reaper is not None and self._reaper.running:
+                return StartReaperResult("already-running")
+            reaper = Reaper(self, interval=every)
+            self._reaper = reaper
+        report = reaper.sweep()
+        reaper.start()
+        return StartReaperResult("started", report.handled if report is not None else None)
+
+    def stop_reaper(self) -> None:
+        with self._lock:
+            reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.stop()
+
+    # -- shutdown -------------------------------------------------------------------------
+    @property
+    def draining(self) -> Future[None] | None:
+        """None until shutdown starts; then a future resolved when the drain is done."""
+        return self._drain.future
+
+    def shutdown(self, timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
+        """Stop claiming, wait up to ``timeout`` for running jobs, then abort the rest and
+        hand their claims back (no attempt used). Safe to call more than once."""
+        self._drain.run(to_seconds(timeout, "timeout"))
+
+    def install_signal_handlers(
+        self,
+        *,
+        signals: tuple[int, ...] | None = None,
+        timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT,
+    ) -> Callable[[], None]:
+        """Drain on SIGTERM/SIGINT (main thread only). Never exits the process: wait on
+        ``queue.draining``. Returns a function that restores the previous handlers."""
+        return install_signal_handlers(self, signals, to_seconds(timeout, "timeout"))

@@ -1,0 +1,263 @@
+"""Managed execution of one claimed job: heartbeat, handler, outcome, terminal write.
+
+The handler's return completes the job; an ``Exception`` retries it (or fails it at
+``max_attempts``); :class:`FatalJobError` fails it at once. A run whose lease was lost, or
+went unconfirmed past its local deadline, writes nothing: another worker may own the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
+from durabl.backend import Backend
+from durabl.clock import Clock
+from durabl.exceptions import FatalJobError
+from durabl.heartbeat import Heartbeat
+from durabl.job import Job, JobEvent, JobHandle, JobResult
+from durabl.options import BackoffPolicy
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Job[Any], JobContext], object]
+
+
+class Runtime(Protocol):
+    """What a run needs from its queue."""
+
+    backend: Backend
+    clock: Clock
+    visibility_timeout: float
+
+    def emit(self, event: JobEvent) -> None: ...
+
+    def _track(self, run: ManagedRun) -> None: ...
+
+    def _untrack(self, run: ManagedRun) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: the handler's error (if any) and what the store recorded."""
+
+    error: BaseException | None
+    result: JobResult | None
+    #: "written" (the store has the outcome), "lease-lost" (write suppressed),
+    #: "released" (shutdown took the claim back) or "write-failed".
+    disposition: str
+
+    @property
+    def status(self) -> str | None:
+        return self.result.status if self.result else None
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message``, the cause chain, then the traceback: what an operator needs."""
+    lines = [f"{type(exc).__name__}: {exc}"]
+    cause = exc.__cause__
+    while cause is not None:
+        lines.append(f"caused by {type(cause).__name__}: {cause}")
+        cause = cause.__cause__
+    lines.append("")
+    lines.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    return "\n".join(lines)
+
+
+class ManagedRun:
+    """One claim, run once. Thread-safe against :meth:`abort_and_release` from shutdown."""
+
+    def __init__(
+        self,
+        handle: JobHandle[Any],
+        handler: Handler,
+        runtime: Runtime,
+        *,
+        heartbeat_interval: float | None = None,
+        claimed_at: float | None = None,
+    ) -> None:
+        self.handle = handle
+        self.handler = handler
+        self.runtime = runtime
+        clock = runtime.clock
+        vt = runtime.visibility_timeout
+        start = clock.monotonic() if claimed_at is None else claimed_at
+        self.signal = AbortSignal(clock, deadline=start + vt)
+        self.ctx = JobContext(self.signal, runtime.backend.now)
+        self.heartbeat = Heartbeat(
+            runtime.backend,
+            handle.id,
+            handle.claim_token,
+            signal=self.signal,
+            ctx=self.ctx,
+            clock=clock,
+            interval=heartbeat_interval or vt / 3,
+            visibility_timeout=vt,
+            on_lease_lost=self._lease_lost,
+        )
+        self._lock = threading.Lock()
+        self._state = "new"  # new -> running -> finishing -> done | released
+        self._lease_event_sent = False
+        self.done = threading.Event()
+
+    @property
+    def job_id(self) -> str:
+        return self.handle.id
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
+
+    def _lease_lost(self) -> None:
+        with self._lock:
+            if self._lease_event_sent:
+                return
+            self._lease_event_sent = True
+        op = "heartbeat" if self.signal.reason == LEASE_LOST else "deadline"
+        logger.warning(
+            "job %s lost its lease (%s); its outcome will not be written",
+            self.handle.id,
+            self.signal.reason,
+            extra={"job_id": self.handle.id, "type": self.handle.type},
+        )
+        self._emit("lease-lost", op=op)
+
+    def execute(self) -> RunOutcome:
+        """Run the handler and record its outcome. Never raises the handler's error."""
+        self.runtime._track(self)
+        with self._lock:
+            self._state = "running"
+        started = self.runtime.clock.monotonic()
+        self.heartbeat.start()
+        error: BaseException | None = None
+        try:
+            self.handler(self.handle, self.ctx)
+        except Exception as exc:
+            error = exc
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit in a worker
+            self.heartbeat.stop()
+            self._release_for_exit()
+            self.runtime._untrack(self)
+            self.done.set()
+            raise exc
+        finally:
+            self.heartbeat.stop()
+        try:
+            return self._finish(error, self.runtime.clock.monotonic() - started)
+        finally:
+            self.runtime._untrack(self)
+            self.done.set()
+
+    def _finish(self, error: BaseException | None, duration: float) -> RunOutcome:
+        with self._lock:
+            if self._state != "running":
+                return RunOutcome(error, None, "released")
+            self._state = "finishing"
+        try:
+            if self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED):
+                self._lease_lost()
+                return RunOutcome(error, None, "lease-lost")
+            try:
+                result = self._write(error)
+            except Exception:
+                logger.exception(
+                    "could not record the outcome of job %s; the reaper will recover it",
+                    self.handle.id,
+                    extra={"job_id": self.handle.id, "type": self.handle.type},
+                )
+                return RunOutcome(error, None, "write-failed")
+            self._report(error, result, duration)
+            if result.status in ("lease-lost", "already-terminal", "not-found"):
+                return RunOutcome(error, result, "lease-lost")
+            return RunOutcome(error, result, "written")
+        finally:
+            with self._lock:
+                self._state = "done"
+
+    def _write(self, error: BaseException | None) -> JobResult:
+        backend = self.runtime.backend
+        job = self.handle
+        logs = self.ctx._take_logs()
+        if error is None:
+            return backend.complete(job.id, job.claim_token, logs=logs)
+        reason = describe_error(error)
+        if isinstance(error, FatalJobError):
+            return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
+        retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, backend.now())
+        return backend.fail(job.id, job.claim_token, reason, retry_at=retry_at, logs=logs)
+
+    def _report(self, error: BaseException | None, result: JobResult, duration: float) -> None:
+        status = result.status
+        extra = {"job_id": self.handle.id, "type": self.handle.type}
+        if status in ("lease-lost", "already-terminal", "not-found"):
+            self._emit("lease-lost", op="complete" if error is None else "fail")
+            logger.warning("job %s: outcome not recorded (%s)", self.handle.id, status, extra=extra)
+        elif status == "completed":
+            self._emit("completed", duration=duration, attempt=self.handle.attempts)
+        elif status == "superseded":
+            self._emit("superseded", duration=duration)
+        elif isinstance(error, FatalJobError):
+            self._emit("fail-fatal", duration=duration, terminal=True, error=error)
+            logger.error("job %s failed fatally: %s", self.handle.id, error, extra=extra)
+        else:
+            terminal = status == "failed-terminal"
+            self._emit(
+                "failed",
+                duration=duration,
+                terminal=terminal,
+                error=error,
+                attempt=self.handle.attempts,
+            )
+            log = logger.error if terminal else logger.warning
+            log(
+                "job %s attempt %d/%d failed%s: %s",
+                self.handle.id,
+                self.handle.attempts,
+                self.handle.max_attempts,
+                "" if not terminal else " for the last time",
+                error,
+                extra=extra,
+            )
+
+    def _release_for_exit(self) -> None:
+        with self._lock:
+            if self._state != "running":
+                return
+            self._state = "released"
+        try:
+            self.runtime.backend.release(
+                self.handle.id, self.handle.claim_token, logs=self.ctx._take_logs(), timeout=1.0
+            )
+        except Exception:
+            logger.exception("could not release job %s", self.handle.id)
+
+    def abort_and_release(self, timeout: float) -> JobResult | None:
+        """Shutdown's path: abort the handler, stop the heartbeat, hand the claim back
+        (no attempt used). None when the run already finished or is finishing."""
+        with self._lock:
+            if self._state != "running":
+                return None
+            self._state = "released"
+        self.signal.abort(SHUTDOWN)
+        self.heartbeat.stop(timeout=timeout)
+        try:
+            result = self.runtime.backend.release(
+                self.handle.id,
+                self.handle.claim_token,
+                logs=self.ctx._take_logs(),
+                timeout=timeout,
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not release job %s during shutdown; the reaper will: %s",
+                self.handle.id,
+                exc,
+                extra={"job_id": self.handle.id, "type": self.handle.type},
+            )
+            self._emit("shutdown-released", op="release", error=exc)
+            return None
+        self._emit("shutdown-released", op=result.status)
+        return result

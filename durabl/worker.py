@@ -1,0 +1,181 @@
+"""A processor for one job type: one poller thread feeding a pool of worker threads.
+
+Idle cost is one claim query per type per (jittered) poll interval, whatever the
+concurrency. The poller claims only as many jobs as there are free workers, and polls again
+at once while claims keep coming back full; an enqueue of a due job in this process wakes
+it immediately.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import random
+import threading
+from collections.abc import Callable
+
+from durabl.job import JobEvent, JobHandle
+from durabl.run import Handler, ManagedRun, Runtime
+
+logger = logging.getLogger(__name__)
+
+POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
+ERROR_BACKOFF_MAX = 30.0
+
+
+class Processor:
+    """Runs ``handler`` for jobs of ``type`` with ``concurrency`` worker threads."""
+
+    def __init__(
+        self,
+        type: str,
+        handler: Handler,
+        runtime: Runtime,
+        *,
+        concurrency: int = 1,
+        poll_interval: float = 5.0,
+        heartbeat_interval: float | None = None,
+        lease_owner: str = "",
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.type = type
+        self.handler = handler
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.lease_owner = lease_owner
+        self._rand = rand
+        self._handoff: queue_module.SimpleQueue[tuple[JobHandle[object], float] | None] = (
+            queue_module.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._free = concurrency
+        self._maybe_more = False
+        self._errors = 0
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
+        self.polls = 0
+
+    # -- one step, for tests and for the poller ------------------------------------------
+    def free_slots(self) -> int:
+        with self._lock:
+            return self._free
+
+    def poll_once(self) -> int:
+        """Claim as many due jobs as there are free workers and hand them over."""
+        free = self.free_slots()
+        if free <= 0 or self._stopping.is_set():
+            return 0
+        self.polls += 1
+        claimed_at = self.runtime.clock.monotonic()
+        handles = self.runtime.backend.claim(self.type, limit=free, lease_owner=self.lease_owner)
+        with self._lock:
+            self._free -= len(handles)
+            self._maybe_more = len(handles) == free
+        for handle in handles:
+            self.runtime.emit(JobEvent("claimed", self.type, handle.id, attempt=handle.attempts))
+            self._handoff.put((handle, claimed_at))
+        return len(handles)
+
+    def process_one(self) -> bool:
+        """Claim and run one job in the calling thread; False when none was due."""
+        claimed_at = self.runtime.clock.monotonic()
+        handles = self.runtime.backend.claim(self.type, limit=1, lease_owner=self.lease_owner)
+        if not handles:
+            return False
+        self.runtime.emit(JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts))
+        self._run(handles[0], claimed_at)
+        return True
+
+    def _run(self, handle: JobHandle[object], claimed_at: float) -> None:
+        run = ManagedRun(
+            handle,
+            self.handler,
+            self.runtime,
+            heartbeat_interval=self.heartbeat_interval,
+            claimed_at=claimed_at,
+        )
+        run.execute()
+
+    # -- threads --------------------------------------------------------------------------
+    def start(self) -> None:
+        for n in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._work, name=f"durabl-worker-{self.type}-{n}", daemon=True
+            )
+            thread.start()
+            self._workers.append(thread)
+        self._poller = threading.Thread(
+            target=self._poll_loop, name=f"durabl-poller-{self.type}", daemon=True
+        )
+        self._poller.start()
+
+    def wake(self) -> None:
+        """Poll now (an enqueue in this process made a job of this type due)."""
+        self._wake.set()
+
+    def _next_wait(self) -> float:
+        if self._errors:
+            return float(min(self.poll_interval * 2.0 ** min(self._errors, 6), ERROR_BACKOFF_MAX))
+        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self._rand())
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                got = self.poll_once()
+                self._errors = 0
+            except Exception:
+                self._errors += 1
+                got = 0
+                logger.exception("claiming %s jobs failed", self.type, extra={"type": self.type})
+            if got and self._maybe_more and self.free_slots() > 0:
+                continue
+            self._wake.wait(self._next_wait())
+            self._wake.clear()
+
+    def _work(self) -> None:
+        while True:
+            item = self._handoff.get()
+            if item is None:
+                return
+            handle, claimed_at = item
+            try:
+                self._run(handle, claimed_at)
+            except BaseException:
+                logger.exception("worker for %s stopped by an exception", self.type)
+            finally:
+                with self._lock:
+                    self._free += 1
+                    more = self._maybe_more
+                if more:
+                    self._wake.set()
+
+    def stop_polling(self, timeout: float = 5.0) -> None:
+        """No new claims from here on; joins the poller."""
+        self._stopping.set()
+        self._wake.set()
+        if self._poller is not None:
+            self._poller.join(timeout)
+
+    def stop_workers(self, timeout: float = 1.0) -> list[str]:
+        """Ask idle workers to exit and join them; returns the names still running (stuck
+        in a handler whose claim was released: daemon threads, abandoned)."""
+        for _ in self._workers:
+            self._handoff.put(None)
+        for thread in self._workers:
+            thread.join(timeout)
+        return [t.name for t in self._workers if t.is_alive()]
+
+    def undispatched(self) -> list[JobHandle[object]]:
+        """Claimed handles no worker picked up yet (drained during shutdown)."""
+        left: list[JobHandle[object]] = []
+        while True:
+            try:
+                item = self._handoff.get_nowait()
+            except queue_module.Empty:
+                return left
+            if item is not None:
+                left.append(item[0])

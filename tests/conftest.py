@@ -1,0 +1,130 @@
+"""Shared fixtures: a fake clock and a backend per store.
+
+The ``backend`` fixture of the contract suite runs over every store: mongomock and the
+in-memory backend always; a real MongoDB when ``MONGO_URL`` is set or a Docker engine
+answers (testcontainers), otherwise that run skips with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import mongomock
+import pytest
+
+from durabl import JobQueue, MemoryBackend, MongoJobQueue
+from durabl.testing import FakeClock
+
+_real_mongo: dict[str, Any] = {}
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+    except Exception:
+        return False
+    return True
+
+
+def real_mongo_url() -> str | None:
+    """A real MongoDB for this session, or None (the reason is in ``_real_mongo``)."""
+    if "url" in _real_mongo:
+        return _real_mongo["url"]  # type: ignore[no-any-return]
+    url = os.environ.get("MONGO_URL")
+    if not url and _docker_answers():
+        try:
+            from testcontainers.mongodb import MongoDbContainer
+
+            container = MongoDbContainer("mongo:7", command="--replSet rs0 --bind_ip_all")
+            container.start()
+            _real_mongo["container"] = container
+            host = container.get_container_host_ip()
+            port = container.get_exposed_port(27017)
+            from pymongo import MongoClient
+
+            direct: MongoClient[dict[str, Any]] = MongoClient(host, int(port), directConnection=True)
+            direct.admin.command("replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": "localhost:27017"}]})
+            url = f"mongodb://{host}:{port}/?directConnection=true"
+        except Exception as exc:
+            _real_mongo["reason"] = f"testcontainers could not start MongoDB: {exc}"
+            url = None
+    elif not url:
+        _real_mongo["reason"] = "no real MongoDB: MONGO_URL is unset and no Docker engine answers"
+    _real_mongo["url"] = url
+    return url
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    container = _real_mongo.get("container")
+    if container is not None:
+        container.stop()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make_mongomock_backend(clock: FakeClock | None = None) -> MongoJobQueue:
+    db = mongomock.MongoClient(tz_aware=True)["durabl_test"]
+    return MongoJobQueue(db, clock=clock)
+
+
+def make_real_mongo_backend(clock: FakeClock | None = None) -> MongoJobQueue:
+    url = real_mongo_url()
+    if url is None:
+        pytest.skip(_real_mongo.get("reason", "no real MongoDB"))
+    from pymongo import MongoClient
+
+    client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True)
+    db = client[f"durabl_test_{uuid.uuid4().hex[:8]}"]
+    return MongoJobQueue(db, clock=clock, owns_client=True)
+
+
+BACKENDS = ["mongomock", "memory", "mongodb"]
+
+
+def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
+    if kind == "mongomock":
+        return make_mongomock_backend(clock)
+    if kind == "memory":
+        return MemoryBackend(clock=clock)
+    if kind == "mongodb":
+        return make_real_mongo_backend(clock)
+    raise ValueError(kind)
+
+
+def _cleanup(backend: Any) -> None:
+    if isinstance(backend, MongoJobQueue) and not backend._mock:
+        backend.db.client.drop_database(backend.db.name)
+    backend.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Any]:
+    """Every store, on a fake clock."""
+    store = make_backend(request.param, clock)
+    store.startup()
+    yield store
+    _cleanup(store)
+
+
+@pytest.fixture(params=["mongomock", "mongodb"])
+def mongo_backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[MongoJobQueue]:
+    """The MongoDB backend: on mongomock, and on a real server when one is reachable."""
+    store = make_backend(request.param, clock)
+    store.startup()
+    yield store
+    _cleanup(store)
+
+
+@pytest.fixture
+def queue(backend: Any, clock: FakeClock) -> Iterator[JobQueue]:
+    q = JobQueue(backend, visibility_timeout=30, clock=clock)
+    yield q
+    q.shutdown(timeout=2)
