@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -74,19 +75,24 @@ class AbortSignal:
         return self._reason
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until aborted or ``timeout`` seconds pass; True when aborted."""
-        end = None if timeout is None else self._clock.monotonic() + timeout
-        while True:
-            if self.aborted:
+        """Block until aborted or ``timeout`` (real) seconds pass; True when aborted.
+
+        Use it instead of ``time.sleep`` in handlers: shutdown and lease loss wake it.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.aborted:
+            step = 1.0  # wake now and then so a deadline reached on any clock is seen
+            if end is not None:
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return False
+                step = min(step, remaining)
+            deadline = self._deadline
+            if deadline is not None:
+                step = min(step, max(deadline - self._clock.monotonic(), 0.001))
+            if self._event.wait(step):
                 return True
-            now = self._clock.monotonic()
-            waits = [t - now for t in (end, self._deadline) if t is not None]
-            step = max(min(waits), 0.0) if waits else None
-            if end is not None and now >= end:
-                return False
-            # Wake at least once a second so a deadline moved by a fake clock is seen.
-            if self._event.wait(min(step, 1.0) if step is not None else 1.0):
-                return True
+        return True
 
     def raise_if_aborted(self) -> None:
         if self.aborted:

@@ -178,6 +178,28 @@ class JobQueue:
         Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
         at once. ``poll_interval`` defaults to 5 s, or 60 s while push pickup is active.
         """
+        processor = self.register(
+            type,
+            handler,
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+        )
+        if not getattr(self.backend, "immediate", False):
+            processor.start()
+
+    def register(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        poll_interval: Seconds | None = None,
+        heartbeat_interval: Seconds | None = None,
+    ) -> Processor:
+        """Declare the handler for ``type`` without starting threads: jobs then run only
+        through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
+        the worker threads."""
         check_job_type(type)
         if not callable(handler):
             raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
@@ -211,8 +233,7 @@ class JobQueue:
                 lease_owner=self.lease_owner,
             )
             self._processors[type] = processor
-        if not getattr(backend, "immediate", False):
-            processor.start()
+        return processor
 
     @property
     def processors(self) -> dict[str, Processor]:

@@ -51,6 +51,11 @@ DEFAULT_SKEW_ALLOWANCE = 2.0
 _NO_RECEIPTS = {"receipts": 0}
 
 
+# mongomock is not thread-safe, and two backends may share one mongomock database: one
+# process-wide lock serialises every mongomock call made by any MongoJobQueue.
+_MONGOMOCK_LOCK = threading.RLock()
+
+
 def is_mongomock(db: Any) -> bool:
     return type(db).__module__.split(".")[0] == "mongomock"
 
@@ -89,8 +94,7 @@ class MongoJobQueue:
         self._offset = timedelta(0)
         self._offset_checked_at: float | None = None
         self._owns_client = owns_client
-        # mongomock is not thread-safe: serialise this backend's own calls on it.
-        self._lock: threading.RLock | None = threading.RLock() if self._mock else None
+        self._lock: threading.RLock | None = _MONGOMOCK_LOCK if self._mock else None
         self._started = False
         self._startup_lock = threading.Lock()
         self.col: Collection[dict[str, Any]] = db.get_collection(
