@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from durabl.job import FailureKind, HeartbeatResult, Job, JobHandle, JobResult, LogEntry, QueueStats, ReapReport
+from durabl.job import (
+    FailureKind,
+    HeartbeatResult,
+    Job,
+    JobHandle,
+    JobResult,
+    LogEntry,
+    QueueStats,
+    ReapReport,
+)
 from durabl.options import NewJob
 
 
@@ -83,9 +92,7 @@ class Backend(Protocol):
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
     ) -> HeartbeatResult: ...
 
-    def complete(
-        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> JobResult: ...
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
 
     def fail(
         self,

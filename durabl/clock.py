@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, Union
+from typing import Protocol
 
-Seconds = Union[int, float, timedelta]
+Seconds = int | float | timedelta
 
 
 class Clock(Protocol):
@@ -38,7 +39,7 @@ def to_seconds(value: Seconds, name: str = "duration") -> float:
         raise ValueError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
     else:
         seconds = float(value)
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+    if not math.isfinite(seconds):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if seconds < 0:
         raise ValueError(f"{name} must not be negative, got {value!r}")

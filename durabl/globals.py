@@ -79,9 +79,9 @@ def global_queue(backend: Backend, **options: Any) -> Iterator[JobQueue]:
     with _lock:
         if _scoped:
             raise RuntimeError("global_queue() scopes cannot overlap")
-        _scoped = True
         prior = _state
-        set_global_backend(backend, **options)
+        set_global_backend(backend, **options)  # a bad option raises before the scope opens
+        _scoped = True
     try:
         yield get_default_queue()
     finally:

@@ -105,6 +105,10 @@ class JobHandle(Job[T]):
     backend: Backend = field(repr=False, compare=False)
     _log_buffer: list[LogEntry] = field(default_factory=list, repr=False, compare=False)
 
+    def as_job(self) -> Job[T]:
+        """The plain job, without lifecycle methods (what handlers receive)."""
+        return Job(**{f.name: getattr(self, f.name) for f in fields(Job)})
+
     def log(self, message: str) -> None:
         """Buffer a log line; it is stored with the next heartbeat or lifecycle write."""
         self._log_buffer.append(LogEntry(self.backend.now(), str(message)))

@@ -123,7 +123,9 @@ def build_new_job(
         if not isinstance(run_at, datetime):
             raise ValueError(f"run_at must be a datetime, got {run_at!r}")
         if run_at.tzinfo is None or run_at.utcoffset() is None:
-            raise ValueError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
+            raise ValueError(
+                "run_at must be timezone-aware (for example datetime.now(timezone.utc))"
+            )
         if delay_s:
             raise ValueError("pass either delay or run_at, not both")
         run_at = run_at.astimezone(timezone.utc)

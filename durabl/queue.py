@@ -156,7 +156,7 @@ class JobQueue:
 
     def _job_due(self, type: str) -> None:
         processor = self._processors.get(type)
-        if processor is None:
+        if processor is None or self._closing():
             return
         if getattr(self.backend, "immediate", False):
             processor.process_one()
@@ -244,6 +244,10 @@ class JobQueue:
         (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
         self._ready()
         ran = 0
+        if type is not None and type not in self._processors:
+            raise ValueError(
+                f"no handler registered for {type!r}; registered: {sorted(self._processors)}"
+            )
         processors = [self._processors[type]] if type else list(self._processors.values())
         progress = True
         while progress and (limit is None or ran < limit):

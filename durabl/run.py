@@ -134,7 +134,7 @@ class ManagedRun:
         self.heartbeat.start()
         error: BaseException | None = None
         try:
-            self.handler(self.handle, self.ctx)
+            self.handler(self.handle.as_job(), self.ctx)
         except Exception as exc:
             error = exc
         except BaseException as exc:  # KeyboardInterrupt, SystemExit in a worker

@@ -64,7 +64,10 @@ class Drain:
         queue.stop_reaper()
         processors = list(queue.processors.values())
         for processor in processors:
-            processor.stop_polling(THREAD_JOIN_TIMEOUT)
+            processor.stop_polling(None)  # signal them all first, then join with one bound
+        join_by = clock.monotonic() + THREAD_JOIN_TIMEOUT
+        for processor in processors:
+            processor.join_poller(max(join_by - clock.monotonic(), 0.0))
         for processor in processors:
             for handle in processor.undispatched():
                 try:
@@ -88,7 +91,10 @@ class Drain:
                 )
         stuck: list[str] = []
         for processor in processors:
-            stuck += processor.stop_workers(RELEASE_WRITE_TIMEOUT)
+            processor.stop_workers(None)
+        join_by = clock.monotonic() + RELEASE_WRITE_TIMEOUT
+        for processor in processors:
+            stuck += processor.join_workers(max(join_by - clock.monotonic(), 0.0))
         if stuck:
             logger.warning(
                 "worker threads still inside handlers after shutdown (claims released, "

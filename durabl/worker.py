@@ -53,6 +53,7 @@ class Processor:
         self._free = concurrency
         self._maybe_more = False
         self._errors = 0
+        self._enqueued = 0  # local enqueues since the last poll: how many to claim on wake
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._poller: threading.Thread | None = None
@@ -64,9 +65,10 @@ class Processor:
         with self._lock:
             return self._free
 
-    def poll_once(self) -> int:
-        """Claim as many due jobs as there are free workers and hand them over."""
-        free = self.free_slots()
+    def poll_once(self, limit: int | None = None) -> int:
+        """Claim as many due jobs as there are free workers (at most ``limit``) and hand
+        them over."""
+        free = self.free_slots() if limit is None else min(limit, self.free_slots())
         if free <= 0 or self._stopping.is_set():
             return 0
         self.polls += 1
@@ -86,7 +88,9 @@ class Processor:
         handles = self.runtime.backend.claim(self.type, limit=1, lease_owner=self.lease_owner)
         if not handles:
             return False
-        self.runtime.emit(JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts))
+        self.runtime.emit(
+            JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
+        )
         self._run(handles[0], claimed_at)
         return True
 
@@ -115,6 +119,8 @@ class Processor:
 
     def wake(self) -> None:
         """Poll now (an enqueue in this process made a job of this type due)."""
+        with self._lock:
+            self._enqueued += 1
         self._wake.set()
 
     def _next_wait(self) -> float:
@@ -123,18 +129,25 @@ class Processor:
         return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self._rand())
 
     def _poll_loop(self) -> None:
+        limit: int | None = None
         while not self._stopping.is_set():
             try:
-                got = self.poll_once()
+                got = self.poll_once(limit)
                 self._errors = 0
             except Exception:
                 self._errors += 1
                 got = 0
                 logger.exception("claiming %s jobs failed", self.type, extra={"type": self.type})
             if got and self._maybe_more and self.free_slots() > 0:
+                limit = None
                 continue
-            self._wake.wait(self._next_wait())
+            woken = self._wake.wait(self._next_wait())
             self._wake.clear()
+            with self._lock:
+                # Woken only by local enqueues: claim that many, not every free slot, so a
+                # job arriving at idle workers costs one claim and no empty query after it.
+                enqueued, self._enqueued = self._enqueued, 0
+                limit = enqueued if woken and enqueued and not self._maybe_more else None
 
     def _work(self) -> None:
         while True:
@@ -153,20 +166,29 @@ class Processor:
                 if more:
                     self._wake.set()
 
-    def stop_polling(self, timeout: float = 5.0) -> None:
-        """No new claims from here on; joins the poller."""
+    def stop_polling(self, timeout: float | None = 5.0) -> None:
+        """No new claims from here on; joins the poller unless ``timeout`` is None."""
         self._stopping.set()
         self._wake.set()
+        if timeout is not None:
+            self.join_poller(timeout)
+
+    def join_poller(self, timeout: float) -> None:
         if self._poller is not None:
             self._poller.join(timeout)
 
-    def stop_workers(self, timeout: float = 1.0) -> list[str]:
-        """Ask idle workers to exit and join them; returns the names still running (stuck
-        in a handler whose claim was released: daemon threads, abandoned)."""
+    def stop_workers(self, timeout: float | None = 1.0) -> list[str]:
+        """Ask idle workers to exit; with a ``timeout``, join them too and return the names
+        still running (stuck in a handler whose claim was released: abandoned daemons)."""
         for _ in self._workers:
             self._handoff.put(None)
+        return [] if timeout is None else self.join_workers(timeout)
+
+    def join_workers(self, timeout: float) -> list[str]:
         for thread in self._workers:
             thread.join(timeout)
+            if timeout <= 0:
+                break
         return [t.name for t in self._workers if t.is_alive()]
 
     def undispatched(self) -> list[JobHandle[object]]:

@@ -20,8 +20,8 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.backend import EnqueueResult, InlineClaimResult
+from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.exceptions import DedupeScopeConflictError, DurablError
 from durabl.job import (
     FAILURE_KINDS,
@@ -39,7 +39,7 @@ from durabl.job import (
 from durabl.mongo import codec
 from durabl.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, LIVE_SLOT, PENDING_SLOT, SLOTS
 from durabl.mongo.indexes import ensure_indexes
-from durabl.mongo.retry import call_with_retries
+from durabl.mongo.retry import RETRY_ATTEMPTS, call_with_retries
 from durabl.options import MAX_LOG_ENTRIES, NewJob
 
 logger = logging.getLogger(__name__)
@@ -107,17 +107,24 @@ class MongoJobQueue:
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
     def _guard(self, timeout: float | None = None) -> Iterator[None]:
-        if self._lock is not None:
-            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-                raise DurablError("timed out waiting for the in-process mongomock lock")
-            try:
-                yield
-            finally:
-                self._lock.release()
-        elif timeout is not None:
-            with pymongo.timeout(timeout):
-                yield
-        else:
+        """Serialise mongomock calls (waiting at most ``timeout``); no-op on a server."""
+        if self._lock is None:
+            yield
+            return
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise DurablError("timed out waiting for the in-process mongomock lock")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def _bounded(self, timeout: float | None) -> Iterator[None]:
+        """Bound every server round trip inside, retries included (pymongo's CSOT)."""
+        if timeout is None or self._lock is not None:
+            yield
+            return
+        with pymongo.timeout(timeout):
             yield
 
     def _call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
@@ -127,15 +134,16 @@ class MongoJobQueue:
             with self._guard():
                 return fn()
 
-        if retry:
-            return call_with_retries(operation, guarded)
-        return guarded()
+        return call_with_retries(operation, guarded, attempts=RETRY_ATTEMPTS if retry else 1)
 
     def now(self) -> datetime:
         """The server's clock where it tells us, else this host's."""
         if self._server_time:
             mono = time.monotonic()
-            if self._offset_checked_at is None or mono - self._offset_checked_at > SERVER_TIME_REFRESH:
+            if (
+                self._offset_checked_at is None
+                or mono - self._offset_checked_at > SERVER_TIME_REFRESH
+            ):
                 self._offset_checked_at = mono
                 self._measure_offset()
         now = self.clock.now() + self._offset
@@ -182,7 +190,9 @@ class MongoJobQueue:
                 "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
                 "this server is standalone (a single-node replica set works for development)"
             )
-        self.supports_push = True
+        # Push pickup (the change-stream watcher) is not built yet: until it is, polling
+        # keeps its normal interval rather than the push-mode safety net.
+        self.supports_push = False
 
     def close(self) -> None:
         if self._owns_client:
@@ -206,13 +216,19 @@ class MongoJobQueue:
         """Insert; False when a dedupe slot is taken. A repeat after an ambiguous failure
         that finds its own document counts as success."""
 
+        attempts = 0
+
         def insert() -> bool:
+            nonlocal attempts
+            attempts += 1
             try:
                 self.col.insert_one(doc)
             except DuplicateKeyError:
-                if self.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None:
-                    return True
-                return False
+                # A fresh ObjectId cannot collide on a first try: the clash is a dedupe slot.
+                # On a repeat, finding our own document means the first try went through.
+                return (
+                    attempts > 1 and self.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
+                )
             return True
 
         return self._call("enqueue", insert)
@@ -266,7 +282,9 @@ class MongoJobQueue:
             enq = self.enqueue(job)
             if enq.job_id is None:
                 return InlineClaimResult(None, None, enq.coalesced)
-            handle, blocked = self._claim_one({"_id": ObjectId(enq.job_id), "status": "pending"}, now, lease_owner)
+            handle, blocked = self._claim_one(
+                {"_id": ObjectId(enq.job_id), "status": "pending"}, now, lease_owner
+            )
             if handle is None:
                 return InlineClaimResult(None, enq.job_id if blocked else None)
             return InlineClaimResult(handle)
@@ -435,7 +453,10 @@ class MongoJobQueue:
             with self._guard(timeout):
                 return write()
 
-        return call_with_retries(op, guarded)
+        if timeout is None:
+            return call_with_retries(op, guarded)
+        with self._bounded(timeout):
+            return call_with_retries(op, guarded, max_seconds=timeout)
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
@@ -447,14 +468,14 @@ class MongoJobQueue:
         self._push_logs(update, logs)
 
         def beat() -> HeartbeatResult:
-            res = self.col.update_one({"_id": oid, "claim_token": token, "status": "active"}, update)
+            res = self.col.update_one(
+                {"_id": oid, "claim_token": token, "status": "active"}, update
+            )
             return "applied" if res.matched_count == 1 else "lease-lost"
 
         return self._call("heartbeat", beat)
 
-    def _terminal_update(
-        self, status: str, now: datetime, **fields: Any
-    ) -> dict[str, Any]:
+    def _terminal_update(self, status: str, now: datetime, **fields: Any) -> dict[str, Any]:
         return {
             "$set": {"status": status, "updated_at": now, "finished_at": now, **fields},
             "$unset": {name: "" for name in (*SLOTS, *LEASE_FIELDS)},
@@ -622,7 +643,9 @@ class MongoJobQueue:
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
         query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}
-        return self._call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
+        return (
+            self._call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
+        )
 
     def get_job(self, job_id: str) -> Job[Any] | None:
         oid = codec.parse_id(job_id)
@@ -696,12 +719,24 @@ class MongoJobQueue:
         now = self.now()
 
         def write() -> bool:
-            doc = self.col.find_one({"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1})
+            doc = self.col.find_one(
+                {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
+            )
             if doc is None:
                 return False
-            fields: dict[str, Any] = {"status": "pending", "attempts": 0, "run_at": now, "updated_at": now}
-            if doc.get("dedupe_key") is not None:
-                fields[codec.pending_slot(doc.get("dedupe_scope") or "pending+active")] = doc["dedupe_key"]
+            fields: dict[str, Any] = {
+                "status": "pending",
+                "attempts": 0,
+                "run_at": now,
+                "updated_at": now,
+            }
+            key = doc.get("dedupe_key")
+            if key is not None:
+                scope = doc.get("dedupe_scope") or "pending+active"
+                others = [{slot: key} for slot in codec.other_scope_slots(scope)]
+                if self.col.find_one({"$or": others}, {"_id": 1}) is not None:
+                    return False  # the key is live under the other scope
+                fields[codec.pending_slot(scope)] = key
             try:
                 res = self.col.update_one(
                     {"_id": oid, "status": "failed"},
@@ -721,7 +756,9 @@ class MongoJobQueue:
         return bool(
             self._call(
                 "delete",
-                lambda: self.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count,
+                lambda: (
+                    self.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count
+                ),
             )
         )
 
@@ -734,7 +771,11 @@ class MongoJobQueue:
             by_kind: dict[str, int] = {
                 kind: n
                 for kind in FAILURE_KINDS
-                if (n := self.col.count_documents({**base, "status": "failed", "failure_kind": kind}))
+                if (
+                    n := self.col.count_documents(
+                        {**base, "status": "failed", "failure_kind": kind}
+                    )
+                )
             }
             oldest = self.col.find_one(
                 {**base, "status": "pending", "run_at": {"$lte": now}},
@@ -764,5 +805,3 @@ class MongoJobQueue:
         with self._guard():
             self.col.drop()
         self._started = False
-
-

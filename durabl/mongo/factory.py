@@ -38,6 +38,12 @@ def _database_from_path(url: str) -> str | None:
     return unquote(path) or None
 
 
+def _mock_database(url: str) -> str | None:
+    """``mongomock:///app``, ``mongomock://host/app`` or plain ``mongomock://app``."""
+    parts = urlsplit(url)
+    return unquote(parts.path.lstrip("/")) or unquote(parts.netloc) or None
+
+
 def from_url(
     url: str,
     *,
@@ -48,7 +54,7 @@ def from_url(
 ) -> MongoJobQueue:
     scheme = url.split("://", 1)[0].lower()
     if scheme == "mongomock":
-        db_name = database or _database_from_path(url) or DEFAULT_DATABASE
+        db_name = database or _mock_database(url) or DEFAULT_DATABASE
         return MongoJobQueue(
             mongomock_client()[db_name], collection, use_change_streams=use_change_streams
         )

@@ -6,7 +6,12 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from pymongo.errors import AutoReconnect, ServerSelectionTimeoutError
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 from tenacity import (
     RetryError,
     Retrying,
@@ -16,7 +21,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from durabl.exceptions import BackendUnavailableError
+from durabl.exceptions import BackendUnavailableError, DurablError
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +37,13 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, AutoReconnect) and not isinstance(exc, ServerSelectionTimeoutError)
 
 
-def call_with_retries(operation: str, fn: Callable[[], R], *, attempts: int = RETRY_ATTEMPTS) -> R:
+def call_with_retries(
+    operation: str,
+    fn: Callable[[], R],
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    max_seconds: float = RETRY_MAX_SECONDS,
+) -> R:
     """Run ``fn``; repeat it on transient errors, up to a bound, with jittered backoff.
 
     Only for operations that are safe to repeat (reads, fenced or receipted writes,
@@ -41,7 +52,7 @@ def call_with_retries(operation: str, fn: Callable[[], R], *, attempts: int = RE
     """
     retrying = Retrying(
         retry=retry_if_exception(is_transient),
-        stop=stop_after_attempt(attempts) | stop_after_delay(RETRY_MAX_SECONDS),
+        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
         wait=wait_random_exponential(multiplier=0.05, max=1.0),
         reraise=False,
         before_sleep=lambda state: logger.warning(
@@ -55,8 +66,14 @@ def call_with_retries(operation: str, fn: Callable[[], R], *, attempts: int = RE
         return retrying(fn)
     except RetryError as exc:
         cause = exc.last_attempt.exception()
-        raise BackendUnavailableError(f"MongoDB unavailable during {operation}: {cause}") from cause
+        assert cause is not None
+        raise translate(operation, cause) from cause
+    except PyMongoError as exc:
+        raise translate(operation, exc) from exc
 
 
-def translate(operation: str, exc: BaseException) -> BackendUnavailableError:
-    return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")
+def translate(operation: str, exc: BaseException) -> DurablError:
+    """A durabl error for a pymongo one: callers handle ours, not the driver's."""
+    if isinstance(exc, ConnectionFailure):
+        return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")
+    return DurablError(f"MongoDB error during {operation}: {exc}")

@@ -55,7 +55,9 @@ def test_exception_schedules_a_retry_with_backoff(
     q.run_pending()
     job = q.get_job(job_id)
     assert job is not None and job.status == "pending" and job.attempts == 1
-    assert job.fail_reason is not None and job.fail_reason.startswith("ValueError: upstream said no")
+    assert job.fail_reason is not None and job.fail_reason.startswith(
+        "ValueError: upstream said no"
+    )
     delay = (job.run_at - clock.now()).total_seconds()
     assert 10 <= delay <= 11  # backoff_delay * 2**0 plus at most 10 % jitter
     assert events[-1].kind == "failed" and events[-1].terminal is False
@@ -82,9 +84,7 @@ def test_last_attempt_fails_retries_exhausted(
     assert q.run_pending() == 0
 
 
-def test_fatal_error_fails_at_once_and_keeps_its_cause(
-    q: JobQueue, events: list[JobEvent]
-) -> None:
+def test_fatal_error_fails_at_once_and_keeps_its_cause(q: JobQueue, events: list[JobEvent]) -> None:
     def poison(job: Job[Any], ctx: JobContext) -> None:
         try:
             int("not a number")

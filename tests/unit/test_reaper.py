@@ -18,7 +18,9 @@ def events() -> list[JobEvent]:
 
 @pytest.fixture
 def q(clock: FakeClock, events: list[JobEvent]) -> JobQueue:
-    queue = JobQueue(make_mongomock_backend(clock), visibility_timeout=VT, on_job_event=events.append)
+    queue = JobQueue(
+        make_mongomock_backend(clock), visibility_timeout=VT, on_job_event=events.append
+    )
     yield queue  # type: ignore[misc]
     queue.shutdown(2)
 
@@ -103,7 +105,10 @@ def test_reaper_supersedes_when_a_follower_holds_the_key(q: JobQueue, clock: Fak
 
 def test_many_reapers_are_safe(clock: FakeClock) -> None:
     backend = make_mongomock_backend(clock)
-    first, second = JobQueue(backend, visibility_timeout=VT), JobQueue(backend, visibility_timeout=VT)
+    first, second = (
+        JobQueue(backend, visibility_timeout=VT),
+        JobQueue(backend, visibility_timeout=VT),
+    )
     for n in range(4):
         first.enqueue("t", {"n": n})
     backend.claim("t", limit=4)

@@ -1,0 +1,322 @@
+"""Counting a MongoDB store's operations, by kind, for the cost-per-job benchmark.
+
+Two ways to observe the same thing:
+
+* :class:`CountingCollection` stands in for a collection (mongomock or pymongo): it forwards
+  every attribute and counts each method call;
+* :class:`CommandCounter` is a pymongo ``CommandListener`` that counts the commands a
+  client sends to a real server.
+
+Both classify what they see into the same categories (a claim, an empty claim, a terminal
+write, a heartbeat, a read, ...) in one thread-safe :class:`OpCounter`.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import mongomock
+import pymongo
+from pymongo import monitoring
+from pymongo.collection import Collection
+from pymongo.errors import PyMongoError
+
+from durabl import MongoJobQueue
+
+# -- what one store operation was ---------------------------------------------------------
+INSERT = "insert"
+INSERT_REJECTED = "insert-rejected"  # a dedupe slot was taken (duplicate key)
+CLAIM = "claim"  # findAndModify that returned a job
+CLAIM_EMPTY = "claim-empty"  # findAndModify that found nothing: a poll
+CLAIM_ERROR = "claim-error"  # findAndModify that raised (a blocked dedupe follower)
+TERMINAL = "terminal-write"  # status -> completed / failed / superseded
+TRANSITION = "transition-write"  # status -> pending (retry scheduled, release)
+HEARTBEAT = "heartbeat"  # lease renewal
+UPDATE_OTHER = "update-other"  # e.g. a coalesced payload replacement
+UPDATE_REJECTED = "update-rejected"
+DELETE = "delete"
+READ = "read"  # find, find_one, count, aggregate, distinct, getMore
+OTHER = "other"  # hello, endSessions, index management, ...
+
+WRITE_CATEGORIES = frozenset(
+    {
+        INSERT,
+        INSERT_REJECTED,
+        CLAIM,
+        CLAIM_EMPTY,
+        CLAIM_ERROR,
+        TERMINAL,
+        TRANSITION,
+        HEARTBEAT,
+        UPDATE_OTHER,
+        UPDATE_REJECTED,
+        DELETE,
+    }
+)
+TERMINAL_STATUSES = frozenset({"completed", "failed", "superseded"})
+READ_METHODS = frozenset(
+    {"find", "find_one", "count_documents", "estimated_document_count", "distinct", "aggregate"}
+)
+READ_COMMANDS = frozenset({"find", "getMore", "aggregate", "count", "distinct"})
+
+
+def classify_update(update: object) -> str:
+    """A lifecycle write by what it sets: terminal, back to pending, renewal, other."""
+    if not isinstance(update, Mapping):
+        return UPDATE_OTHER
+    fields = update.get("$set") or {}
+    status = fields.get("status") if isinstance(fields, Mapping) else None
+    if status in TERMINAL_STATUSES:
+        return TERMINAL
+    if status is not None:
+        return TRANSITION
+    if isinstance(fields, Mapping) and "heartbeat_at" in fields:
+        return HEARTBEAT
+    return UPDATE_OTHER
+
+
+def job_type_of(query: object) -> str | None:
+    if isinstance(query, Mapping):
+        value = query.get("type")
+        if isinstance(value, str):
+            return value
+    return None
+
+
+# -- counting -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Counts:
+    """What a counter saw since its last reset."""
+
+    raw: Mapping[str, int]  # per method name (mongomock) or command name (server)
+    categories: Mapping[str, int]
+    claim_queries_by_type: Mapping[str, int]
+
+    def __getitem__(self, category: str) -> int:
+        return self.categories.get(category, 0)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for cat, n in self.categories.items() if cat in WRITE_CATEGORIES)
+
+    @property
+    def reads(self) -> int:
+        return self[READ]
+
+    def raw_summary(self) -> str:
+        return ", ".join(f"{name}={n}" for name, n in sorted(self.raw.items())) or "none"
+
+
+class OpCounter:
+    """Thread-safe counts of store operations, by raw name and by category."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._raw: Counter[str] = Counter()
+        self._categories: Counter[str] = Counter()
+        self._claims_by_type: Counter[str] = Counter()
+
+    def record(self, raw: str, category: str, job_type: str | None = None) -> None:
+        with self._lock:
+            self._raw[raw] += 1
+            self._categories[category] += 1
+            if job_type is not None and category in (CLAIM, CLAIM_EMPTY, CLAIM_ERROR):
+                self._claims_by_type[job_type] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self._raw.clear()
+            self._categories.clear()
+            self._claims_by_type.clear()
+
+    def snapshot(self) -> Counts:
+        with self._lock:
+            return Counts(dict(self._raw), dict(self._categories), dict(self._claims_by_type))
+
+
+def _argument(args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def method_category(
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    result: object,
+    failed: bool,
+) -> tuple[str, str | None]:
+    """Category (and job type, for claims) of one collection method call."""
+    if name in ("insert_one", "insert_many"):
+        return (INSERT_REJECTED if failed else INSERT), None
+    if name.startswith("find_one_and_"):
+        job_type = job_type_of(_argument(args, kwargs, 0, "filter"))
+        if failed:
+            return CLAIM_ERROR, job_type
+        return (CLAIM_EMPTY if result is None else CLAIM), job_type
+    if name in ("update_one", "update_many", "replace_one"):
+        if failed:
+            return UPDATE_REJECTED, None
+        return classify_update(_argument(args, kwargs, 1, "update")), None
+    if name.startswith("delete_"):
+        return DELETE, None
+    if name in READ_METHODS:
+        return READ, None
+    return OTHER, None
+
+
+class CountingCollection:
+    """Stands in for a collection: forwards every attribute to ``inner`` and counts each
+    public method call (with its category) in ``counter``."""
+
+    def __init__(self, inner: Any, counter: OpCounter) -> None:
+        self._inner = inner
+        self._counter = counter
+
+    def __repr__(self) -> str:
+        return f"CountingCollection({self._inner!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+        counter = self._counter
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = attr(*args, **kwargs)
+            except Exception:
+                category, job_type = method_category(name, args, kwargs, None, failed=True)
+                counter.record(name, category, job_type)
+                raise
+            category, job_type = method_category(name, args, kwargs, result, failed=False)
+            counter.record(name, category, job_type)
+            return result
+
+        return counted
+
+
+class CommandCounter(monitoring.CommandListener):
+    """pymongo command monitoring: counts every command a client sends, by category."""
+
+    def __init__(self, counter: OpCounter) -> None:
+        self._counter = counter
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[object, int], tuple[str | None, object]] = {}
+
+    @staticmethod
+    def _key(event: Any) -> tuple[object, int]:
+        return (event.connection_id, event.request_id)
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        command = event.command
+        job_type: str | None = None
+        update: object = None
+        if event.command_name == "findAndModify":
+            job_type = job_type_of(command.get("query"))
+        elif event.command_name == "update":
+            updates = command.get("updates") or []
+            update = updates[0].get("u") if updates else None
+        with self._lock:
+            self._pending[self._key(event)] = (job_type, update)
+
+    def _take(self, event: Any) -> tuple[str | None, object]:
+        with self._lock:
+            return self._pending.pop(self._key(event), (None, None))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        job_type, update = self._take(event)
+        name = event.command_name
+        reply = event.reply
+        rejected = bool(reply.get("writeErrors"))
+        if name == "insert":
+            category = INSERT_REJECTED if rejected else INSERT
+        elif name == "findAndModify":
+            category = CLAIM_EMPTY if reply.get("value") is None else CLAIM
+        elif name == "update":
+            category = UPDATE_REJECTED if rejected else classify_update(update)
+        elif name == "delete":
+            category = DELETE
+        elif name in READ_COMMANDS:
+            category = READ
+        else:
+            category = OTHER
+        self._counter.record(name, category, job_type)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        job_type, _ = self._take(event)
+        name = event.command_name
+        categories = {"findAndModify": CLAIM_ERROR, "insert": INSERT_REJECTED}
+        category = categories.get(name, UPDATE_REJECTED if name == "update" else OTHER)
+        self._counter.record(f"{name}(failed)", category, job_type)
+
+
+# -- stores -------------------------------------------------------------------------------
+class Store(Protocol):
+    label: str
+    counter: OpCounter
+    serialised: bool
+
+    def new_backend(self) -> MongoJobQueue: ...
+
+    def close(self) -> None: ...
+
+
+class MongomockStore:
+    """A fresh mongomock database per scenario; counts through a collection proxy."""
+
+    label = "mongomock"
+    serialised = True
+
+    def __init__(self) -> None:
+        self.counter = OpCounter()
+
+    def new_backend(self) -> MongoJobQueue:
+        backend = MongoJobQueue(mongomock.MongoClient(tz_aware=True)["bench"])
+        backend.startup()
+        proxy = CountingCollection(backend.col, self.counter)
+        backend.col = cast("Collection[dict[str, Any]]", proxy)
+        return backend
+
+    def close(self) -> None:
+        pass
+
+
+class ServerStore:
+    """A throwaway database on a real server; counts through command monitoring."""
+
+    serialised = False
+
+    def __init__(self, url: str) -> None:
+        self.counter = OpCounter()
+        self.client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            url,
+            event_listeners=[CommandCounter(self.counter)],
+            tz_aware=True,
+            serverSelectionTimeoutMS=5000,
+        )
+        try:
+            info = self.client.server_info()
+        except PyMongoError as exc:
+            self.client.close()
+            raise RuntimeError(f"MONGO_URL is set but no server answered: {exc}") from exc
+        self.label = f"MongoDB {info.get('version', '?')}"
+        self.db_name = f"durabl_bench_{uuid.uuid4().hex[:10]}"
+        self._collections = 0
+
+    def new_backend(self) -> MongoJobQueue:
+        self._collections += 1
+        db = self.client[self.db_name]
+        backend = MongoJobQueue(db, collection=f"jobs_{self._collections}")
+        backend.startup()
+        return backend
+
+    def close(self) -> None:
+        try:
+            self.client.drop_database(self.db_name)
+        finally:
+            self.client.close()
