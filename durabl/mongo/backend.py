@@ -65,7 +65,8 @@ class MongoJobQueue:
 
     ``use_change_streams`` asks for push pickup; ``startup()`` then refuses a server that
     cannot provide it. ``clock_skew_allowance`` (seconds) is added to every lease deadline
-    the reaper checks, on top of timestamps taken from the server's clock.
+    the reaper checks, on top of timestamps taken from the server's clock (default 2 s on a
+    server, 0 on mongomock).
     """
 
     supports_journal = True
@@ -78,7 +79,7 @@ class MongoJobQueue:
         *,
         clock: Clock | None = None,
         server_time: bool = True,
-        clock_skew_allowance: float = DEFAULT_SKEW_ALLOWANCE,
+        clock_skew_allowance: float | None = None,
         owns_client: bool = False,
     ) -> None:
         if not isinstance(collection, str) or not collection:
@@ -88,8 +89,11 @@ class MongoJobQueue:
         self.use_change_streams = use_change_streams
         self.supports_push = False
         self.clock = clock or SYSTEM_CLOCK
-        self.clock_skew_allowance = float(clock_skew_allowance)
         self._mock = is_mongomock(db)
+        if clock_skew_allowance is None:
+            # One process and one clock on mongomock; hosts differ on a real deployment.
+            clock_skew_allowance = 0.0 if self._mock else DEFAULT_SKEW_ALLOWANCE
+        self.clock_skew_allowance = float(clock_skew_allowance)
         self._server_time = server_time and not self._mock and clock is None
         self._offset = timedelta(0)
         self._offset_checked_at: float | None = None
@@ -169,8 +173,7 @@ class MongoJobQueue:
         with self._startup_lock:
             if self._started:
                 return
-            with self._guard():
-                ensure_indexes(self.col)
+            self._call("startup", lambda: ensure_indexes(self.col))
             if self.use_change_streams:
                 self._check_change_streams()
             self._started = True

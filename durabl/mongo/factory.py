@@ -50,13 +50,19 @@ def from_url(
     database: str | None = None,
     collection: str = "durabl_jobs",
     use_change_streams: bool = False,
+    clock_skew_allowance: float | None = None,
     **client_options: Any,
 ) -> MongoJobQueue:
     scheme = url.split("://", 1)[0].lower()
     if scheme == "mongomock":
         db_name = database or _mock_database(url) or DEFAULT_DATABASE
+        if client_options:
+            raise ValueError(f"mongomock:// takes no client options: {sorted(client_options)}")
         return MongoJobQueue(
-            mongomock_client()[db_name], collection, use_change_streams=use_change_streams
+            mongomock_client()[db_name],
+            collection,
+            use_change_streams=use_change_streams,
+            clock_skew_allowance=clock_skew_allowance,
         )
     try:
         client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True, **client_options)
@@ -64,5 +70,9 @@ def from_url(
         raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
     db_name = database or _database_from_path(url) or DEFAULT_DATABASE
     return MongoJobQueue(
-        client[db_name], collection, use_change_streams=use_change_streams, owns_client=True
+        client[db_name],
+        collection,
+        use_change_streams=use_change_streams,
+        clock_skew_allowance=clock_skew_allowance,
+        owns_client=True,
     )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import mongomock
 import pytest
 
-from durabl import JobEvent, JobQueue
+from durabl import JobEvent, JobQueue, MongoJobQueue
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 
@@ -53,11 +54,17 @@ def test_a_live_lease_is_left_alone(q: JobQueue, clock: FakeClock) -> None:
     assert job.status == "active"
 
 
-def test_skew_allowance_delays_recovery(q: JobQueue, clock: FakeClock) -> None:
+def test_skew_allowance_delays_recovery(clock: FakeClock) -> None:
+    backend = MongoJobQueue(
+        mongomock.MongoClient(tz_aware=True)["t"], clock=clock, clock_skew_allowance=2
+    )
+    q = JobQueue(backend, visibility_timeout=VT)
     q.enqueue("t", {})
-    q.backend.claim("t")
-    clock.advance(VT + 0.5)  # past the timeout, inside the skew allowance
-    assert q.backend.recover_stuck_jobs(VT) == 0
+    backend.claim("t")
+    clock.advance(VT + 1.5)  # past the timeout, inside the skew allowance
+    assert backend.recover_stuck_jobs(VT) == 0
+    clock.advance(1)
+    assert backend.recover_stuck_jobs(VT) == 1
 
 
 def test_last_attempt_fails_stalled(q: JobQueue, clock: FakeClock) -> None:
