@@ -47,23 +47,7 @@ def real_mongo_url() -> str | None:
     url = os.environ.get("MONGO_URL")
     if not url and _docker_answers():
         try:
-            from testcontainers.mongodb import MongoDbContainer
-
-            container = MongoDbContainer("mongo:7", command="--replSet rs0 --bind_ip_all")
-            container.start()
-            _real_mongo["container"] = container
-            host = container.get_container_host_ip()
-            port = container.get_exposed_port(27017)
-            from pymongo import MongoClient
-
-            direct: MongoClient[dict[str, Any]] = MongoClient(
-                host, int(port), directConnection=True
-            )
-            direct.admin.command(
-                "replSetInitiate",
-                {"_id": "rs0", "members": [{"_id": 0, "host": "localhost:27017"}]},
-            )
-            url = f"mongodb://{host}:{port}/?directConnection=true"
+            url = _start_replica_set()
         except Exception as exc:
             _real_mongo["reason"] = f"testcontainers could not start MongoDB: {exc}"
             url = None
@@ -71,6 +55,29 @@ def real_mongo_url() -> str | None:
         _real_mongo["reason"] = "no real MongoDB: MONGO_URL is unset and no Docker engine answers"
     _real_mongo["url"] = url
     return url
+
+
+def _start_replica_set() -> str:
+    """A single-node replica set in Docker (change streams and transactions need one)."""
+    from pymongo import MongoClient
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    container = DockerContainer("mongo:7", command="--replSet rs0 --bind_ip_all", ports=[27017])
+    container.start()
+    _real_mongo["container"] = container
+    wait_for_logs(container, "Waiting for connections", timeout=60)
+    host = container.get_container_host_ip()
+    port = int(container.get_exposed_port(27017))
+    client: MongoClient[dict[str, Any]] = MongoClient(host, port, directConnection=True)
+    try:
+        client.admin.command(
+            "replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": "127.0.0.1:27017"}]}
+        )
+        client.admin.command("ping")
+    finally:
+        client.close()
+    return f"mongodb://{host}:{port}/?directConnection=true"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -113,7 +120,7 @@ def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
     raise ValueError(kind)
 
 
-def _cleanup(backend: Any) -> None:
+def cleanup_backend(backend: Any) -> None:
     if isinstance(backend, MongoJobQueue) and not backend._mock:
         backend.db.client.drop_database(backend.db.name)
     backend.close()
@@ -125,7 +132,7 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Any]:
     store = make_backend(request.param, clock)
     store.startup()
     yield store
-    _cleanup(store)
+    cleanup_backend(store)
 
 
 @pytest.fixture(params=["mongomock", "mongodb"])
@@ -134,7 +141,7 @@ def mongo_backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[
     store = make_backend(request.param, clock)
     store.startup()
     yield store
-    _cleanup(store)
+    cleanup_backend(store)
 
 
 @pytest.fixture

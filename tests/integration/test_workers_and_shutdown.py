@@ -9,10 +9,18 @@ from typing import Any
 
 import pytest
 
-from durabl import Job, JobContext, JobEvent, JobQueue, QueueShutdownError
+from durabl import (
+    Job,
+    JobContext,
+    JobEvent,
+    JobQueue,
+    MemoryBackend,
+    MongoJobQueue,
+    QueueShutdownError,
+)
 from durabl.backend import Backend
 from durabl.testing import wait_until
-from tests.conftest import make_mongomock_backend
+from tests.conftest import cleanup_backend, make_backend
 
 
 def durabl_threads() -> list[str]:
@@ -24,11 +32,14 @@ def events() -> list[JobEvent]:
     return []
 
 
-@pytest.fixture
-def q(events: list[JobEvent]) -> Any:
-    queue = JobQueue(make_mongomock_backend(), visibility_timeout=30, on_job_event=events.append)
+@pytest.fixture(params=["mongomock", "mongodb"])
+def q(request: pytest.FixtureRequest, events: list[JobEvent]) -> Any:
+    """A queue on the real clock: mongomock, and a real MongoDB when one is reachable."""
+    backend = make_backend(request.param)
+    queue = JobQueue(backend, visibility_timeout=30, on_job_event=events.append)
     yield queue
     queue.shutdown(2)
+    cleanup_backend(backend)
 
 
 def test_threads_are_named_and_all_joined_on_shutdown(q: JobQueue) -> None:
@@ -218,9 +229,9 @@ def test_install_signal_handlers_needs_the_main_thread(q: JobQueue) -> None:
     assert len(errors) == 1
 
 
-def exactly_once(backend_factory: Any, jobs: int = 500) -> None:
-    backend: Backend = backend_factory()
-    queues = [JobQueue(backend, visibility_timeout=30) for _ in range(2)]
+def exactly_once(backends: list[Backend], jobs: int = 500) -> None:
+    """Two queues (separate backend objects over one store), four threads each."""
+    queues = [JobQueue(backend, visibility_timeout=30) for backend in backends]
     counts: dict[int, int] = {}
     lock = threading.Lock()
 
@@ -242,11 +253,17 @@ def exactly_once(backend_factory: Any, jobs: int = 500) -> None:
     assert set(counts.values()) == {1}, "a job ran more than once"
 
 
-def test_500_jobs_8_threads_2_queues_exactly_once_on_mongomock() -> None:
-    exactly_once(make_mongomock_backend)
+@pytest.mark.parametrize("kind", ["mongomock", "mongodb"])
+def test_500_jobs_8_threads_2_queues_exactly_once_on_mongo(kind: str) -> None:
+    first = make_backend(kind)
+    assert isinstance(first, MongoJobQueue)
+    second = MongoJobQueue(first.db, first.collection_name)
+    try:
+        exactly_once([first, second])
+    finally:
+        cleanup_backend(first)
 
 
 def test_500_jobs_8_threads_2_queues_exactly_once_in_memory() -> None:
-    from durabl import MemoryBackend
-
-    exactly_once(MemoryBackend)
+    backend = MemoryBackend()
+    exactly_once([backend, backend])
