@@ -196,3 +196,31 @@ def test_dates_come_back_aware_utc(clock: FakeClock) -> None:
     assert job.created_at.tzinfo is not None
     assert job.created_at.utcoffset() == timedelta(0)
     assert job.run_at == clock.now()
+
+
+def test_a_largest_job_still_fits_when_full_logs_and_a_long_reason_are_added() -> None:
+    """The size budget keeps room for the writes that end a job's life."""
+    import bson
+
+    from durabl.job import LogEntry
+    from durabl.mongo.codec import MAX_BSON_DOCUMENT, MAX_JOB_DOCUMENT
+    from durabl.options import MAX_FAIL_REASON_BYTES, MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
+
+    backend = make_mongomock_backend()
+    backend.startup()
+    filler = MAX_JOB_DOCUMENT - 4096  # the payload plus the job's own fields just fit
+    job_id = backend.enqueue(build_new_job("big", {"blob": b"x" * filler})).job_id
+    assert job_id is not None
+    (handle,) = backend.claim("big")
+    now = backend.now()
+    line = "é" * MAX_LOG_MESSAGE_BYTES  # two bytes each: clipped to the byte budget
+    for _ in range(3):
+        handle.backend.heartbeat(
+            handle.id, handle.claim_token, logs=[LogEntry(now, line)] * MAX_LOG_ENTRIES
+        )
+    result = backend.fail_fatal(handle.id, handle.claim_token, "r" * (MAX_FAIL_REASON_BYTES * 4))
+    assert result.status == "failed-terminal"
+    stored = backend.col.find_one()
+    assert stored is not None
+    assert len(stored["logs"]) == MAX_LOG_ENTRIES
+    assert len(bson.encode(stored)) <= MAX_BSON_DOCUMENT
