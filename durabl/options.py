@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from durabl.clock import Seconds, to_seconds
+from durabl.exceptions import DocumentTooLargeError
 from durabl.job import (
     DEDUPE_SCOPES,
     BackoffKind,
@@ -32,6 +33,16 @@ RELEASE_WRITE_TIMEOUT = 1.0
 MAX_LOG_ENTRIES = 1000
 MAX_LOG_MESSAGE_BYTES = 2048
 MAX_FAIL_REASON_BYTES = 16 * 1024
+RECEIPTS_KEPT = 16
+# MongoDB's document limit, less room kept free in every job so that a full log, the
+# longest failure reason and the receipts still fit when the job is marked failed. Every
+# store applies the same budget, so a payload accepted by one is accepted by all.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+_LOG_ENTRY_OVERHEAD = 64
+LOG_BUDGET = MAX_LOG_ENTRIES * (MAX_LOG_MESSAGE_BYTES + _LOG_ENTRY_OVERHEAD)
+HEADROOM = LOG_BUDGET + MAX_FAIL_REASON_BYTES + RECEIPTS_KEPT * 128 + 64 * 1024
+MAX_JOB_DOCUMENT = MAX_DOCUMENT_BYTES - HEADROOM
+MAX_PAYLOAD_BYTES = MAX_JOB_DOCUMENT - 8 * 1024  # the job's own fields take the rest
 BACKOFF_JITTER = 0.1  # up to +10 % of the computed delay, never past the cap
 COALESCE_MODES = ("latest",)
 BACKOFF_KINDS: tuple[BackoffKind, ...] = ("exponential", "fixed")
@@ -85,6 +96,15 @@ class NewJob:
         return self.dedupe_scope if self.dedupe_key is not None else None
 
 
+def check_payload_size(type: str, size: int) -> None:
+    if size > MAX_PAYLOAD_BYTES:
+        raise DocumentTooLargeError(
+            f"job of type {type!r} carries {size} bytes of data; a job may carry at most "
+            f"{MAX_PAYLOAD_BYTES} bytes (MongoDB's 16 MB document limit less room for logs "
+            "and the failure reason). Store large data elsewhere and enqueue a reference."
+        )
+
+
 def check_job_type(type: str) -> str:
     if not isinstance(type, str) or not type:
         raise ValueError(f"job type must be a non-empty string, got {type!r}")
@@ -113,7 +133,7 @@ def build_new_job(
     ``now`` is needed only to turn ``delay`` into an instant.
     """
     check_job_type(type)
-    check_payload(data)
+    check_payload_size(type, check_payload(data))
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError(f"priority must be an int, got {priority!r}")
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:

@@ -15,49 +15,62 @@ from typing import Any
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
 MAX_DEPTH = 100
 
 
-def check_payload(data: Any, *, what: str = "job data") -> None:
-    """Raise ``TypeError`` naming the offending path unless ``data`` is portable."""
-    _check(data, what, 0)
+def check_payload(data: Any, *, what: str = "job data") -> int:
+    """Raise ``TypeError`` naming the offending path unless ``data`` is portable.
+
+    Returns the size ``data`` takes as a BSON value, so every store can apply MongoDB's
+    document budget to the same payloads.
+    """
+    return _check(data, what, 0)
 
 
-def _check(value: Any, path: str, depth: int) -> None:
+def _check(value: Any, path: str, depth: int) -> int:
     if depth > MAX_DEPTH:
         raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
-        _check_text(value, path)
-        return
-    if value is None or isinstance(value, (bool, float, bytes, datetime)):
-        return
+        return 5 + _check_text(value, path)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, (float, datetime)):
+        return 8
+    if isinstance(value, bytes):
+        return 5 + len(value)
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
             raise TypeError(f"{path}: int {value} does not fit in 64 bits")
-        return
+        return 4 if INT32_MIN <= value <= INT32_MAX else 8
     if isinstance(value, Mapping):
         if not isinstance(value, dict):
             raise TypeError(f"{path}: {type(value).__name__} is not storable; pass a dict")
+        size = 5
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"{path}: key {key!r} is not a str")
             if "\x00" in key:
                 raise TypeError(f"{path}: key {key!r} contains a NUL character")
-            _check_text(key, path)
-            _check(item, f"{path}[{key!r}]", depth + 1)
-        return
+            size += 2 + _check_text(key, path) + _check(item, f"{path}[{key!r}]", depth + 1)
+        return size
     if isinstance(value, (list, tuple)):
+        size = 5
         for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]", depth + 1)
-        return
+            size += 2 + len(str(index)) + _check(item, f"{path}[{index}]", depth + 1)
+        return size
     raise TypeError(
         f"{path}: {type(value).__name__} is not storable; use None, bool, int, float, str, "
         "bytes, datetime, list or dict"
     )
 
 
-def _check_text(text: str, path: str) -> None:
+def _check_text(text: str, path: str) -> int:
+    """The UTF-8 length of ``text``; TypeError when it has no UTF-8 form."""
     try:
-        text.encode("utf-8")
+        return len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise TypeError(f"{path}: string is not valid UTF-8 ({exc.reason})") from None

@@ -40,7 +40,7 @@ from durabl.mongo import codec
 from durabl.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, LIVE_SLOT, PENDING_SLOT, SLOTS
 from durabl.mongo.indexes import ensure_indexes
 from durabl.mongo.retry import RETRY_ATTEMPTS, call_with_retries
-from durabl.options import MAX_LOG_ENTRIES, NewJob
+from durabl.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 
 logger = logging.getLogger(__name__)
 
@@ -405,7 +405,7 @@ class MongoJobQueue:
     def _receipt(self, update: dict[str, Any], token: str, op: str, result: str) -> None:
         update.setdefault("$push", {})["receipts"] = {
             "$each": [{"t": token, "op": op, "r": result}],
-            "$slice": -codec.RECEIPTS_KEPT,
+            "$slice": -RECEIPTS_KEPT,
         }
 
     def _resolve_miss(self, job_id: ObjectId, token: str, op: str) -> JobResult:

@@ -13,21 +13,15 @@ from durabl.clock import as_utc
 from durabl.exceptions import DocumentTooLargeError
 from durabl.job import Job, LogEntry
 from durabl.options import (
+    MAX_DOCUMENT_BYTES,
     MAX_FAIL_REASON_BYTES,
-    MAX_LOG_ENTRIES,
+    MAX_JOB_DOCUMENT,
     MAX_LOG_MESSAGE_BYTES,
     NewJob,
     clip_text,
 )
 
-MAX_BSON_DOCUMENT = 16 * 1024 * 1024
-RECEIPTS_KEPT = 16
-# Room kept free in every document so that a full log, the longest failure reason and the
-# receipts still fit when the job is marked failed.
-_LOG_ENTRY_OVERHEAD = 64
-LOG_BUDGET = MAX_LOG_ENTRIES * (MAX_LOG_MESSAGE_BYTES + _LOG_ENTRY_OVERHEAD)
-HEADROOM = LOG_BUDGET + MAX_FAIL_REASON_BYTES + RECEIPTS_KEPT * 128 + 64 * 1024
-MAX_JOB_DOCUMENT = MAX_BSON_DOCUMENT - HEADROOM
+MAX_BSON_DOCUMENT = MAX_DOCUMENT_BYTES
 
 # Dedupe slot fields: each has a unique partial index; a slot is set only while the job
 # holds it. pending+active uses one live slot; pending uses a pending and an active slot.

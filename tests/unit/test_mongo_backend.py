@@ -203,12 +203,17 @@ def test_a_largest_job_still_fits_when_full_logs_and_a_long_reason_are_added() -
     import bson
 
     from durabl.job import LogEntry
-    from durabl.mongo.codec import MAX_BSON_DOCUMENT, MAX_JOB_DOCUMENT
-    from durabl.options import MAX_FAIL_REASON_BYTES, MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
+    from durabl.options import (
+        MAX_DOCUMENT_BYTES,
+        MAX_FAIL_REASON_BYTES,
+        MAX_LOG_ENTRIES,
+        MAX_LOG_MESSAGE_BYTES,
+        MAX_PAYLOAD_BYTES,
+    )
 
     backend = make_mongomock_backend()
     backend.startup()
-    filler = MAX_JOB_DOCUMENT - 4096  # the payload plus the job's own fields just fit
+    filler = MAX_PAYLOAD_BYTES - 64  # the largest payload a job may carry
     job_id = backend.enqueue(build_new_job("big", {"blob": b"x" * filler})).job_id
     assert job_id is not None
     (handle,) = backend.claim("big")
@@ -223,4 +228,4 @@ def test_a_largest_job_still_fits_when_full_logs_and_a_long_reason_are_added() -
     stored = backend.col.find_one()
     assert stored is not None
     assert len(stored["logs"]) == MAX_LOG_ENTRIES
-    assert len(bson.encode(stored)) <= MAX_BSON_DOCUMENT
+    assert len(bson.encode(stored)) <= MAX_DOCUMENT_BYTES

@@ -131,3 +131,21 @@ def test_clip_text_marks_truncation_and_respects_the_byte_budget() -> None:
 def test_check_payload_names_the_bad_path() -> None:
     with pytest.raises(TypeError, match=r"\['items'\]\[1\]"):
         check_payload({"items": [1, {2}]})
+
+
+def test_payload_size_budget_is_the_same_for_every_store() -> None:
+    from durabl import MemoryBackend
+    from durabl.options import MAX_PAYLOAD_BYTES
+
+    too_big = {"blob": b"x" * MAX_PAYLOAD_BYTES}
+    for backend in (make_mongomock_backend(), MemoryBackend()):
+        with pytest.raises(DocumentTooLargeError):
+            JobQueue(backend).enqueue("t", too_big)
+        assert JobQueue(backend).enqueue("t", {"blob": b"x" * (MAX_PAYLOAD_BYTES - 64)})
+
+
+def test_payload_size_matches_bson() -> None:
+    import bson
+
+    value = {"a": [1, 2**40, 2.5, "héllo", None, True, b"raw"], "when": datetime(2030, 1, 1)}
+    assert check_payload(value) == len(bson.encode({"d": value})) - len(bson.encode({})) - 3
