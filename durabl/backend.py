@@ -118,8 +118,9 @@ class Backend(Protocol):
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
     ) -> JobResult:
-        """Back to pending, due now, refunding the attempt; ``superseded`` when a follower
-        holds the pending slot. ``timeout`` bounds the whole write."""
+        """Back to pending, keeping its ``run_at`` (its place in line), refunding the
+        attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
+        the whole write."""
 
     # -- recovery and operations ----------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:

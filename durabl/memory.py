@@ -24,6 +24,7 @@ from durabl.exceptions import DedupeScopeConflictError
 from durabl.job import (
     FAILURE_KINDS,
     STATUSES,
+    TERMINAL_STATUSES,
     BackoffKind,
     DedupeScope,
     FailureKind,
@@ -43,19 +44,15 @@ from durabl.options import (
     MAX_FAIL_REASON_BYTES,
     MAX_LOG_ENTRIES,
     MAX_LOG_MESSAGE_BYTES,
+    RECEIPTS_KEPT,
     NewJob,
     clip_text,
 )
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
 
-RECEIPTS_KEPT = 16
 STALLED_REASON = "lease expired: the worker stopped heartbeating (crashed or hung)"
-_TERMINAL: dict[str, TerminalStatus] = {
-    "completed": "completed",
-    "failed": "failed",
-    "superseded": "superseded",
-}
+_TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
@@ -167,10 +164,8 @@ class MemoryBackend:
 
     def _clear(self) -> None:
         with self._lock:
-            self._jobs.clear()
-            self._live.clear()
-            self._pending.clear()
-            self._active.clear()
+            for table in (self._jobs, self._live, self._pending, self._active):
+                table.clear()
 
     def _slots(self, scope: DedupeScope | None, status: str) -> dict[str, str] | None:
         """The slot map a job of ``scope`` holds while in ``status`` (None: no slot)."""

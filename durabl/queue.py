@@ -150,7 +150,7 @@ class JobQueue:
             now=backend.now() if delay else None,
         )
         result = backend.enqueue(job)
-        if result.job_id is not None and job.run_at is None:
+        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
             self._job_due(type)
         return result.job_id
 

@@ -125,10 +125,20 @@ class ManagedRun:
         )
         self._emit("lease-lost", op=op)
 
+    @property
+    def started(self) -> bool:
+        return self._state != "new"
+
     def execute(self) -> RunOutcome:
-        """Run the handler and record its outcome. Never raises the handler's error."""
+        """Run the handler and record its outcome. Never raises the handler's error.
+
+        A run that shutdown released before it started does nothing."""
         self.runtime._track(self)
         with self._lock:
+            if self._state != "new":
+                self.runtime._untrack(self)
+                self.done.set()
+                return RunOutcome(None, None, "released")
             self._state = "running"
         started = self.runtime.clock.monotonic()
         self.heartbeat.start()
@@ -236,9 +246,10 @@ class ManagedRun:
 
     def abort_and_release(self, timeout: float) -> JobResult | None:
         """Shutdown's path: abort the handler, stop the heartbeat, hand the claim back
-        (no attempt used). None when the run already finished or is finishing."""
+        (no attempt used). None when the run already finished or is finishing. A run not
+        yet started is released and will never start."""
         with self._lock:
-            if self._state != "running":
+            if self._state not in ("new", "running"):
                 return None
             self._state = "released"
         self.signal.abort(SHUTDOWN)

@@ -68,12 +68,9 @@ class Drain:
         join_by = clock.monotonic() + THREAD_JOIN_TIMEOUT
         for processor in processors:
             processor.join_poller(max(join_by - clock.monotonic(), 0.0))
-        for processor in processors:
-            for handle in processor.undispatched():
-                try:
-                    handle.release(timeout=RELEASE_WRITE_TIMEOUT)
-                except Exception:
-                    logger.warning("could not release unstarted job %s", handle.id)
+        for run in queue.active_runs():
+            if not run.started:  # claimed but not begun: fenced, handed straight back
+                run.abort_and_release(RELEASE_WRITE_TIMEOUT)
         with queue._runs_changed:
             queue._runs_changed.wait_for(
                 lambda: not queue._runs, timeout=max(deadline - clock.monotonic(), 0.0)

@@ -46,9 +46,7 @@ class Processor:
         self.heartbeat_interval = heartbeat_interval
         self.lease_owner = lease_owner
         self._rand = rand
-        self._handoff: queue_module.SimpleQueue[tuple[JobHandle[object], float] | None] = (
-            queue_module.SimpleQueue()
-        )
+        self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
         self._free = concurrency
         self._maybe_more = False
@@ -79,7 +77,10 @@ class Processor:
             self._maybe_more = len(handles) == free
         for handle in handles:
             self.runtime.emit(JobEvent("claimed", self.type, handle.id, attempt=handle.attempts))
-            self._handoff.put((handle, claimed_at))
+            # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
+            run = self._new_run(handle, claimed_at)
+            self.runtime._track(run)
+            self._handoff.put(run)
         return len(handles)
 
     def process_one(self) -> bool:
@@ -91,18 +92,17 @@ class Processor:
         self.runtime.emit(
             JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
         )
-        self._run(handles[0], claimed_at)
+        self._new_run(handles[0], claimed_at).execute()
         return True
 
-    def _run(self, handle: JobHandle[object], claimed_at: float) -> None:
-        run = ManagedRun(
+    def _new_run(self, handle: JobHandle[object], claimed_at: float) -> ManagedRun:
+        return ManagedRun(
             handle,
             self.handler,
             self.runtime,
             heartbeat_interval=self.heartbeat_interval,
             claimed_at=claimed_at,
         )
-        run.execute()
 
     # -- threads --------------------------------------------------------------------------
     def start(self) -> None:
@@ -151,12 +151,11 @@ class Processor:
 
     def _work(self) -> None:
         while True:
-            item = self._handoff.get()
-            if item is None:
+            run = self._handoff.get()
+            if run is None:
                 return
-            handle, claimed_at = item
             try:
-                self._run(handle, claimed_at)
+                run.execute()
             except BaseException:
                 logger.exception("worker for %s stopped by an exception", self.type)
             finally:
@@ -190,14 +189,3 @@ class Processor:
             if timeout <= 0:
                 break
         return [t.name for t in self._workers if t.is_alive()]
-
-    def undispatched(self) -> list[JobHandle[object]]:
-        """Claimed handles no worker picked up yet (drained during shutdown)."""
-        left: list[JobHandle[object]] = []
-        while True:
-            try:
-                item = self._handoff.get_nowait()
-            except queue_module.Empty:
-                return left
-            if item is not None:
-                left.append(item[0])

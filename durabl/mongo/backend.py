@@ -173,7 +173,7 @@ class MongoJobQueue:
         with self._startup_lock:
             if self._started:
                 return
-            self._call("startup", lambda: ensure_indexes(self.col))
+            self._call("startup", lambda: ensure_indexes(self.col, mongomock=self._mock))
             if self.use_change_streams:
                 self._check_change_streams()
             self._started = True
@@ -306,7 +306,9 @@ class MongoJobQueue:
             return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
         if job.dedupe_key is not None:
             self._check_scope_conflict(job, doc["_id"], {"claim_token": token})
-        return InlineClaimResult(handle_for(codec.to_job(doc), token, self))
+        # Build the handle from what the store holds (lists for tuples, milliseconds), not
+        # from the caller's objects.
+        return InlineClaimResult(handle_for(codec.to_job(codec.round_trip(doc)), token, self))
 
     # -- claiming -------------------------------------------------------------------------
     @staticmethod
@@ -532,7 +534,9 @@ class MongoJobQueue:
             "retry-scheduled",
             update,
             logs,
-            on_duplicate=lambda oid: self._supersede(oid, token, "fail", now, logs),
+            on_duplicate=lambda oid: self._supersede(
+                oid, token, "fail", now, logs, fail_reason=reason
+            ),
         )
 
     def _back_to_pending(self, now: datetime, **fields: Any) -> dict[str, Any]:
@@ -543,10 +547,16 @@ class MongoJobQueue:
         }
 
     def _supersede(
-        self, oid: ObjectId, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
+        self,
+        oid: ObjectId,
+        token: str,
+        op: str,
+        now: datetime,
+        logs: Sequence[LogEntry],
+        **fields: Any,
     ) -> JobResult:
         """A pending follower already holds the key: it covers this job's work."""
-        update = self._terminal_update("superseded", now)
+        update = self._terminal_update("superseded", now, **fields)
         self._push_logs(update, logs)
         self._receipt(update, token, op, "superseded")
         res = self.col.update_one({"_id": oid, "claim_token": token, "status": "active"}, update)

@@ -8,6 +8,7 @@ from typing import Any
 
 import bson
 from bson import ObjectId
+from bson.codec_options import CodecOptions
 
 from durabl.clock import as_utc
 from durabl.exceptions import DocumentTooLargeError
@@ -22,6 +23,7 @@ from durabl.options import (
 )
 
 MAX_BSON_DOCUMENT = MAX_DOCUMENT_BYTES
+_CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True)
 
 # Dedupe slot fields: each has a unique partial index; a slot is set only while the job
 # holds it. pending+active uses one live slot; pending uses a pending and an active slot.
@@ -74,6 +76,11 @@ def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
         doc["dedupe_scope"] = job.dedupe_scope
         doc[pending_slot(job.dedupe_scope)] = job.dedupe_key
     return doc
+
+
+def round_trip(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as the server would return it: a fresh copy, BSON types and precision."""
+    return bson.decode(bson.encode(doc), codec_options=_CODEC)
 
 
 def document_size(doc: Mapping[str, Any]) -> int:

@@ -51,9 +51,15 @@ INDEXES: tuple[IndexSpec, ...] = (
 )
 
 
-def ensure_indexes(col: Collection[dict[str, Any]]) -> None:
+def ensure_indexes(col: Collection[dict[str, Any]], *, mongomock: bool = False) -> None:
     """Create what is missing. An index of ours with another definition is an error to fix
-    by hand, never silently dropped (it may be in use)."""
+    by hand, never silently dropped (it may be in use).
+
+    mongomock ignores a partial filter while it builds a unique index over existing
+    documents (every job without a slot would clash); there, the slot indexes are also
+    marked sparse, which means the same for an ``$exists`` filter. A real server refuses
+    sparse together with a partial filter, so it never gets that option.
+    """
     existing = col.index_information()
     for spec in INDEXES:
         found = existing.get(spec.name)
@@ -64,4 +70,7 @@ def ensure_indexes(col: Collection[dict[str, Any]]) -> None:
                     f"expected {spec.keys}; drop it so startup() can recreate it"
                 )
             continue
-        col.create_index(spec.keys, name=spec.name, **spec.options)
+        options = dict(spec.options)
+        if mongomock and options.get("unique"):
+            options["sparse"] = True
+        col.create_index(spec.keys, name=spec.name, **options)
