@@ -155,7 +155,9 @@ class Backend(Protocol):
     ) -> int: ...
 
     def retry(self, job_id: str) -> bool:
-        """failed -> pending with attempts 0; False if not failed or its key is live."""
+        """failed -> pending with attempts 0, due now. False if the job is not failed, or
+        its dedupe key is live under the other scope, or the pending slot it needs is
+        taken. (A ``pending``-scope job behind an active run becomes its follower.)"""
 
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not active; False when absent or active."""

@@ -47,6 +47,8 @@ BACKOFF_JITTER = 0.1  # up to +10 % of the computed delay, never past the cap
 COALESCE_MODES = ("latest",)
 BACKOFF_KINDS: tuple[BackoffKind, ...] = ("exponential", "fixed")
 MAX_PRIORITY = 2**31 - 1
+MAX_TYPE_BYTES = 255
+MAX_DEDUPE_KEY_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def check_payload_size(type: str, size: int) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise DocumentTooLargeError(
             f"job of type {type!r} carries {size} bytes of data; a job may carry at most "
-            f"{MAX_PAYLOAD_BYTES} bytes (MongoDB's 16 MB document limit less room for logs "
+            f"{MAX_PAYLOAD_BYTES} bytes, its type and dedupe key included (MongoDB's 16 MB document limit less room for logs "
             "and the failure reason). Store large data elsewhere and enqueue a reference."
         )
 
@@ -108,6 +110,8 @@ def check_payload_size(type: str, size: int) -> None:
 def check_job_type(type: str) -> str:
     if not isinstance(type, str) or not type:
         raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    if len(type.encode("utf-8", "replace")) > MAX_TYPE_BYTES:
+        raise ValueError(f"job type must be at most {MAX_TYPE_BYTES} bytes, got {type[:40]!r}...")
     return type
 
 
@@ -133,7 +137,7 @@ def build_new_job(
     ``now`` is needed only to turn ``delay`` into an instant.
     """
     check_job_type(type)
-    check_payload_size(type, check_payload(data))
+    size = check_payload(data)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError(f"priority must be an int, got {priority!r}")
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
@@ -151,8 +155,13 @@ def build_new_job(
         run_at = run_at.astimezone(timezone.utc)
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-    if dedupe_key is not None and (not isinstance(dedupe_key, str) or not dedupe_key):
-        raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
+    if dedupe_key is not None:
+        if not isinstance(dedupe_key, str) or not dedupe_key:
+            raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
+        if len(dedupe_key.encode("utf-8", "replace")) > MAX_DEDUPE_KEY_BYTES:
+            raise ValueError(f"dedupe_key must be at most {MAX_DEDUPE_KEY_BYTES} bytes")
+        size += 2 * len(dedupe_key.encode("utf-8", "replace"))  # the key and its slot
+    check_payload_size(type, size + len(type.encode("utf-8", "replace")))
     if dedupe_scope not in DEDUPE_SCOPES:
         raise ValueError(f"dedupe_scope must be one of {DEDUPE_SCOPES}, got {dedupe_scope!r}")
     if coalesce is not None:

@@ -705,6 +705,8 @@ class MongoJobQueue:
         limit: int = 100,
         offset: int = 0,
     ) -> list[Job[Any]]:
+        if limit < 0 or offset < 0:
+            raise ValueError("limit and offset must not be negative")
         query = self._list_query(status, type, failure_kind, search)
         order = [("finished_at", -1), ("_id", -1)] if status == "failed" else [("_id", -1)]
 
