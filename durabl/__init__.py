@@ -20,6 +20,7 @@ from durabl.job import Job, JobEvent, JobHandle, JobResult, LogEntry, QueueStats
 from durabl.memory import DummyBackend, ImmediateBackend, MemoryBackend
 from durabl.mongo import MongoJobQueue
 from durabl.queue import JobQueue
+from durabl.sqlite import SqliteJobQueue
 from durabl.urls import backend_from_url
 
 __version__ = "0.1.0.dev0"
@@ -49,6 +50,7 @@ __all__ = [
     "NondeterminismError",
     "QueueShutdownError",
     "QueueStats",
+    "SqliteJobQueue",
     "StartReaperResult",
     "backend_from_url",
     "create_job_queue",

@@ -102,8 +102,9 @@ def check_payload_size(type: str, size: int) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise DocumentTooLargeError(
             f"job of type {type!r} carries {size} bytes of data; a job may carry at most "
-            f"{MAX_PAYLOAD_BYTES} bytes, its type and dedupe key included (MongoDB's 16 MB document limit less room for logs "
-            "and the failure reason). Store large data elsewhere and enqueue a reference."
+            f"{MAX_PAYLOAD_BYTES} bytes, its type and dedupe key included (MongoDB's 16 MB "
+            "document limit less room for logs and the failure reason). Store large data "
+            "elsewhere and enqueue a reference."
         )
 
 

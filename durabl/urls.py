@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from durabl.backend import Backend
-from durabl.exceptions import DurablError
 
 SCHEMES = ("mongodb", "mongodb+srv", "mongomock", "sqlite")
 
@@ -14,7 +14,8 @@ def backend_from_url(url: str, **options: Any) -> Backend:
     """``mongodb://host/db``, ``mongodb+srv://...``, ``mongomock://[/db]`` (tests; one
     shared in-process store), ``sqlite:///relative.db`` or ``sqlite:////absolute.db``.
 
-    Options (``database``, ``collection``, ``use_change_streams``) go to the backend.
+    Options go to the backend: ``database``, ``collection``, ``use_change_streams`` for
+    MongoDB; ``clock``, ``busy_timeout``, ``synchronous`` for SQLite.
     A malformed URL or unknown scheme is a ``ValueError``; nothing connects here.
     """
     if not isinstance(url, str) or "://" not in url:
@@ -25,8 +26,25 @@ def backend_from_url(url: str, **options: Any) -> Backend:
 
         return from_url(url, **options)
     if scheme == "sqlite":
-        raise DurablError(
-            "the SQLite backend is not available in this release yet; use mongodb:// "
-            "or mongomock:// for now"
-        )
+        return _sqlite_from_url(url, **options)
     raise ValueError(f"unknown backend URL scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+
+
+def _sqlite_from_url(url: str, **options: Any) -> Backend:
+    """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working directory,
+    ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``, ``synchronous``)
+    go to :class:`~durabl.sqlite.SqliteJobQueue`."""
+    from durabl.sqlite import SqliteJobQueue
+
+    rest = url.split("://", 1)[1]
+    if not rest.startswith("/") or len(rest) < 2 or "?" in rest or "#" in rest:
+        raise ValueError(
+            f"expected sqlite:///relative/path.db or sqlite:////absolute/path.db, got {url!r}"
+        )
+    path = unquote(rest[1:])
+    if path in ("", ":memory:"):
+        raise ValueError(f"{url!r} names no database file; SQLite needs a file path here")
+    unknown = set(options) - {"clock", "busy_timeout", "synchronous"}
+    if unknown:
+        raise ValueError(f"sqlite:// URLs take no options {sorted(unknown)}")
+    return SqliteJobQueue(path, **options)

@@ -8,7 +8,9 @@ answers (testcontainers), otherwise that run skips with a one-line reason.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import mongomock
 import pytest
 
-from durabl import JobQueue, MemoryBackend, MongoJobQueue
+from durabl import JobQueue, MemoryBackend, MongoJobQueue, SqliteJobQueue
 from durabl.testing import FakeClock
 
 _real_mongo: dict[str, Any] = {}
@@ -107,7 +109,13 @@ def make_real_mongo_backend(clock: FakeClock | None = None) -> MongoJobQueue:
     return MongoJobQueue(db, clock=clock, owns_client=True)
 
 
-BACKENDS = ["mongomock", "memory", "mongodb"]
+def make_sqlite_backend(clock: FakeClock | None = None) -> SqliteJobQueue:
+    """A fresh file in a directory of its own (removed by ``cleanup_backend``)."""
+    directory = tempfile.mkdtemp(prefix="durabl-test-")
+    return SqliteJobQueue(os.path.join(directory, "jobs.sqlite3"), clock=clock)
+
+
+BACKENDS = ["mongomock", "memory", "sqlite", "mongodb"]
 
 
 def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
@@ -117,6 +125,8 @@ def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
         return MemoryBackend(clock=clock)
     if kind == "mongodb":
         return make_real_mongo_backend(clock)
+    if kind == "sqlite":
+        return make_sqlite_backend(clock)
     raise ValueError(kind)
 
 
@@ -124,6 +134,10 @@ def cleanup_backend(backend: Any) -> None:
     if isinstance(backend, MongoJobQueue) and not backend._mock:
         backend.db.client.drop_database(backend.db.name)
     backend.close()
+    if isinstance(backend, SqliteJobQueue) and os.path.basename(
+        os.path.dirname(backend.path)
+    ).startswith("durabl-test-"):
+        shutil.rmtree(os.path.dirname(backend.path), ignore_errors=True)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -149,3 +163,11 @@ def queue(backend: Any, clock: FakeClock) -> Iterator[JobQueue]:
     q = JobQueue(backend, visibility_timeout=30, clock=clock)
     yield q
     q.shutdown(timeout=2)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get("MONGO_URL"):
+        return "real MongoDB: MONGO_URL"
+    return (
+        "real MongoDB: tried when a test asks (MONGO_URL unset; testcontainers if Docker answers)"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from durabl import (
     JobContext,
     JobQueue,
     MongoJobQueue,
+    SqliteJobQueue,
     backend_from_url,
     create_job_queue,
     get_default_queue,
@@ -192,9 +194,30 @@ def test_backend_from_url_rejects_what_it_cannot_use(url: str) -> None:
         backend_from_url(url)
 
 
-def test_sqlite_urls_say_not_yet() -> None:
-    with pytest.raises(DurablError, match="SQLite"):
-        backend_from_url("sqlite:///jobs.sqlite3")
+def test_sqlite_urls_give_a_working_sqlite_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative = backend_from_url("sqlite:///jobs.sqlite3")
+    absolute = backend_from_url(f"sqlite:///{tmp_path / 'abs.sqlite3'}")  # sqlite:////tmp/...
+    try:
+        assert isinstance(relative, SqliteJobQueue) and isinstance(absolute, SqliteJobQueue)
+        assert relative.path == str(tmp_path / "jobs.sqlite3")
+        assert absolute.path == str(tmp_path / "abs.sqlite3")
+        for backend in (relative, absolute):
+            queue = JobQueue(backend)
+            job_id = queue.enqueue("t", {"n": 1}, dedupe_key="k")
+            assert job_id is not None
+            assert queue.enqueue("t", {"n": 2}, dedupe_key="k") is None
+            job = queue.get_job(job_id)
+            assert job is not None and job.data == {"n": 1}
+        assert (tmp_path / "jobs.sqlite3").exists() and (tmp_path / "abs.sqlite3").exists()
+    finally:
+        relative.close()
+        absolute.close()
+    for bad in ("sqlite://", "sqlite:///", "sqlite:///:memory:"):
+        with pytest.raises(ValueError):
+            backend_from_url(bad)
 
 
 @pytest.fixture

@@ -1,0 +1,87 @@
+"""A worker or producer process for the crash tests: ``python -m tests.crash.proc ...``.
+
+Every line it writes to its log is flushed at once, so the parent can read what happened
+even after a SIGKILL: ``start <job id>`` when a handler begins, ``end <job id>`` when it
+returns, ``ready`` once it is processing, ``drained`` after a graceful shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+from typing import Any, TextIO
+
+from durabl import Job, JobContext, JobQueue, backend_from_url
+
+
+class Log:
+    def __init__(self, path: str) -> None:
+        self._file: TextIO = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+
+    def write(self, line: str) -> None:
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+
+def worker(args: argparse.Namespace) -> int:
+    log = Log(args.log)
+    queue = JobQueue(backend_from_url(args.url), visibility_timeout=args.visibility_timeout)
+
+    def handler(job: Job[Any], ctx: JobContext) -> None:
+        log.write(f"start {job.id}")
+        if args.hang and job.data.get("hang"):
+            ctx.signal.wait()  # until shutdown or lease loss aborts the run
+            ctx.signal.raise_if_aborted()
+        else:
+            ctx.signal.wait(random.uniform(0, args.work))
+        log.write(f"end {job.id}")
+
+    queue.process("t", handler, concurrency=args.concurrency, poll_interval=0.05)
+    if args.reaper:
+        queue.start_reaper(interval=0.2)
+    queue.install_signal_handlers(timeout=args.shutdown_timeout)
+    log.write("ready")
+    while queue.draining is None:
+        threading.Event().wait(0.05)
+    queue.draining.result()
+    log.write("drained")
+    return 0
+
+
+def producer(args: argparse.Namespace) -> int:
+    log = Log(args.log)
+    queue = JobQueue(backend_from_url(args.url))
+    rng = random.Random(args.seed)
+    for n in range(args.jobs):
+        key = rng.randrange(args.keys)
+        scope = "pending" if key % 2 else "pending+active"
+        job_id = queue.enqueue("t", {"n": n}, dedupe_key=f"k{key}", dedupe_scope=scope)
+        log.write(f"enqueued {n} {job_id or '-'}")
+    log.write("produced")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["worker", "producer"])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--visibility-timeout", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--reaper", action="store_true")
+    parser.add_argument("--work", type=float, default=0.005)
+    parser.add_argument("--shutdown-timeout", type=float, default=1.0)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--keys", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    return worker(args) if args.role == "worker" else producer(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

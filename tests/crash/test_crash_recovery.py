@@ -1,0 +1,245 @@
+"""Processes die; jobs do not get lost. Real subprocesses over one SQLite file."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durabl import JobQueue, backend_from_url
+
+pytest.importorskip("durabl.sqlite", reason="the SQLite backend is not available")
+
+ROOT = Path(__file__).resolve().parents[2]
+VT = 1.0  # the workers' visibility timeout: a killed worker's job is back within ~1.5 s
+
+
+class Proc:
+    """One ``tests.crash.proc`` subprocess and its log."""
+
+    def __init__(self, role: str, url: str, log: Path, *extra: str) -> None:
+        self.log = log
+        self.popen = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.crash.proc",
+                role,
+                "--url",
+                url,
+                "--log",
+                str(log),
+                "--visibility-timeout",
+                str(VT),
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def wait_for_line(self, predicate: Any, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines():
+                if predicate(line):
+                    return line
+            if self.popen.poll() is not None:
+                raise AssertionError(f"process exited early: {self.stderr()}")
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting in {self.log.name}: {self.lines()[-5:]}")
+
+    def stderr(self) -> str:
+        if self.popen.poll() is None:
+            return ""
+        return self.popen.stderr.read().decode() if self.popen.stderr else ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGKILL)
+        self.popen.wait(10)
+        if self.popen.stderr:
+            self.popen.stderr.close()
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.stop()
+
+
+def spawn(procs: list[Proc], role: str, url: str, log: Path, *extra: str) -> Proc:
+    proc = Proc(role, url, log, *extra)
+    procs.append(proc)
+    return proc
+
+
+def wait_until(predicate: Any, timeout: float = 60, interval: float = 0.05) -> None:
+    """Poll another process's effects (no event crosses a process boundary)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(interval)
+
+
+def ended(lines: list[str]) -> Counter[str]:
+    return Counter(line.split()[1] for line in lines if line.startswith("end "))
+
+
+@pytest.mark.parametrize(("max_attempts", "outcome"), [(3, "completed"), (1, "failed")])
+def test_sigkill_mid_handler_then_another_process_recovers_the_job(
+    url: str, tmp_path: Path, procs: list[Proc], max_attempts: int, outcome: str
+) -> None:
+    queue = JobQueue(backend_from_url(url))
+    stuck = queue.enqueue("t", {"hang": True}, max_attempts=max_attempts) or ""
+    others = [queue.enqueue("t", {"n": n}) or "" for n in range(20)]
+
+    doomed = spawn(procs, "worker", url, tmp_path / "a.log", "--hang", "--concurrency", "4")
+    doomed.wait_for_line(lambda line: line == f"start {stuck}")
+    doomed.kill()
+    doomed.popen.wait(10)
+    job = queue.get_job(stuck)
+    assert job is not None and job.status == "active"  # its worker is dead, the lease is not
+
+    rescuer = spawn(procs, "worker", url, tmp_path / "b.log", "--reaper")
+    wait_until(lambda: queue.get_stats().pending + queue.get_stats().active == 0)
+
+    job = queue.get_job(stuck)
+    assert job is not None and job.status == outcome
+    if outcome == "completed":
+        assert job.attempts == 2  # the killed run counted
+        assert ended(rescuer.lines())[stuck] == 1
+    else:
+        assert job.failure_kind == "stalled"
+    runs = ended(doomed.lines()) + ended(rescuer.lines())
+    assert all(runs[job_id] >= 1 for job_id in others)
+    assert queue.get_stats().completed == len(others) + (outcome == "completed")
+
+
+def test_sigterm_drains_and_another_process_finishes_the_job(
+    url: str, tmp_path: Path, procs: list[Proc]
+) -> None:
+    queue = JobQueue(backend_from_url(url))
+    job_id = queue.enqueue("t", {"hang": True}) or ""
+    draining = spawn(
+        procs, "worker", url, tmp_path / "a.log", "--hang", "--shutdown-timeout", "0.5"
+    )
+    draining.wait_for_line(lambda line: line == f"start {job_id}")
+    sent = time.monotonic()
+    draining.kill(signal.SIGTERM)
+    assert draining.popen.wait(10) == 0, draining.stderr()
+    assert time.monotonic() - sent < 5  # the 0.5 s grace period plus the release write
+    assert "drained" in draining.lines()
+    job = queue.get_job(job_id)
+    assert job is not None and (job.status, job.attempts) == ("pending", 0)  # released
+
+    finisher = spawn(procs, "worker", url, tmp_path / "b.log")
+    wait_until(lambda: (queue.get_job(job_id) or job).status == "completed")
+    assert ended(finisher.lines())[job_id] == 1
+    done = queue.get_job(job_id)
+    assert done is not None and done.attempts == 1
+
+
+def test_two_workers_and_a_producer_with_a_killed_and_restarted_worker(
+    url: str, tmp_path: Path, procs: list[Proc]
+) -> None:
+    queue = JobQueue(backend_from_url(url))
+    queue.startup()
+    producer = spawn(procs, "producer", url, tmp_path / "producer.log", "--jobs", "2000")
+    steady = spawn(procs, "worker", url, tmp_path / "w1.log", "--reaper", "--work", "0.01")
+    victim = spawn(procs, "worker", url, tmp_path / "w2.log", "--work", "0.01")
+    victim.wait_for_line(lambda line: line.startswith("start "))
+
+    live_violations: list[str] = []
+
+    def check_live_keys() -> None:
+        # One query is one consistent snapshot of the file.
+        live: dict[str, list[tuple[str, str]]] = {}
+        for job in queue.list_jobs(limit=10_000):
+            if job.status in ("pending", "active"):
+                live.setdefault(job.dedupe_key or "", []).append(
+                    (job.status, job.dedupe_scope or "")
+                )
+        for key, jobs in live.items():
+            statuses = Counter(status for status, _ in jobs)
+            scopes = {scope for _, scope in jobs}
+            if (
+                len(scopes) > 1
+                or ("pending+active" in scopes and len(jobs) > 1)
+                or statuses["pending"] > 1
+                or statuses["active"] > 1
+            ):
+                live_violations.append(f"{key}: {jobs}")
+
+    # Kill the victim mid-run a few times, restarting it each time.
+    logs = [victim]
+    for round_ in range(3):
+        check_live_keys()
+        victim.kill()
+        victim.popen.wait(10)
+        victim = spawn(procs, "worker", url, tmp_path / f"w2-{round_}.log", "--work", "0.01")
+        logs.append(victim)
+        victim.wait_for_line(lambda line: line.startswith("start "))
+
+    producer.wait_for_line(lambda line: line == "produced", timeout=120)
+    accepted = [
+        line.split()[2]
+        for line in producer.lines()
+        if line.startswith("enqueued ") and line.split()[2] != "-"
+    ]
+
+    def settled() -> bool:
+        check_live_keys()
+        stats = queue.get_stats()
+        return stats.pending + stats.active == 0
+
+    wait_until(settled, timeout=180, interval=0.2)
+    assert live_violations == []
+
+    jobs = {job.id: job for job in queue.list_jobs(limit=10_000)}
+    assert set(jobs) == set(accepted), "every accepted job is stored, and nothing else"
+    killed_starts = {
+        line.split()[1] for proc in logs[:-1] for line in proc.lines() if line.startswith("start ")
+    }
+    # Each job ended in one terminal state: completed, or - only when a killed worker held
+    # it while a pending follower waited on its key - superseded by that follower, which
+    # then completed. Nothing failed and nothing was lost.
+    superseded = {job_id for job_id, job in jobs.items() if job.status == "superseded"}
+    assert {job.status for job in jobs.values()} <= {"completed", "superseded"}
+    assert superseded <= killed_starts
+    for job_id in superseded:
+        old = jobs[job_id]
+        assert old.dedupe_scope == "pending"
+        assert any(
+            j.dedupe_key == old.dedupe_key
+            and j.status == "completed"
+            and j.created_at > old.created_at
+            for j in jobs.values()
+        ), f"superseded job {job_id} has no completed follower"
+    assert queue.get_stats().completed + len(superseded) == len(accepted)
+    runs = ended(steady.lines())
+    for proc in logs:
+        runs += ended(proc.lines())
+    assert set(runs) | superseded == set(accepted), "every accepted job's work was done"
+    # A job may run twice only if a killed worker ran it first (at-least-once), never else.
+    assert {job_id for job_id, n in runs.items() if n > 1} <= killed_starts
