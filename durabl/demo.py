@@ -14,6 +14,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from durabl.abort import JobContext
@@ -22,10 +23,10 @@ from durabl.exceptions import FatalJobError
 from durabl.job import Job, JobEvent, JobHandle, QueueStats
 from durabl.mongo import MongoJobQueue
 from durabl.queue import JobQueue
-from durabl.urls import backend_from_url
+from durabl.urls import backend_from_url, sqlite_path
 
 #: The store the demo uses unless told otherwise (in-process, nothing to install or run).
-DEFAULT_DEMO_URL = "mongomock://"
+DEFAULT_DEMO_URL = "sqlite:///durabl-demo.sqlite3"
 DEFAULT_JOBS = 300
 DEFAULT_SECONDS = 60.0
 
@@ -231,6 +232,14 @@ def open_backend(url: str) -> tuple[Backend, str]:
     if scheme in MONGO_SCHEMES:
         name = f"durabl_demo_{uuid.uuid4().hex[:8]}"
         return backend_from_url(url, collection=name), f"{url} (collection {name})"
+    if scheme == "sqlite":
+        path = Path(sqlite_path(url))
+        if url == DEFAULT_DEMO_URL:  # the demo's own file: start it afresh each run
+            for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                stale.unlink(missing_ok=True)
+        elif path.exists():
+            raise ValueError(f"the demo needs a new SQLite file; {path} already exists")
+        return backend_from_url(url), f"{url} (file {path.resolve()})"
     return backend_from_url(url), url
 
 

@@ -30,13 +30,9 @@ def backend_from_url(url: str, **options: Any) -> Backend:
     raise ValueError(f"unknown backend URL scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
 
 
-def _sqlite_from_url(url: str, **options: Any) -> Backend:
-    """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working directory,
-    ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``, ``synchronous``)
-    go to :class:`~durabl.sqlite.SqliteJobQueue`."""
-    from durabl.sqlite import SqliteJobQueue
-
-    rest = url.split("://", 1)[1]
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite://`` URL names (relative paths stay relative to the cwd)."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
     if not rest.startswith("/") or len(rest) < 2 or "?" in rest or "#" in rest:
         raise ValueError(
             f"expected sqlite:///relative/path.db or sqlite:////absolute/path.db, got {url!r}"
@@ -44,6 +40,16 @@ def _sqlite_from_url(url: str, **options: Any) -> Backend:
     path = unquote(rest[1:])
     if path in ("", ":memory:"):
         raise ValueError(f"{url!r} names no database file; SQLite needs a file path here")
+    return path
+
+
+def _sqlite_from_url(url: str, **options: Any) -> Backend:
+    """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working directory,
+    ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``, ``synchronous``)
+    go to :class:`~durabl.sqlite.SqliteJobQueue`."""
+    from durabl.sqlite import SqliteJobQueue
+
+    path = sqlite_path(url)
     unknown = set(options) - {"clock", "busy_timeout", "synchronous"}
     if unknown:
         raise ValueError(f"sqlite:// URLs take no options {sorted(unknown)}")

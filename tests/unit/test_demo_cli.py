@@ -29,9 +29,22 @@ def number(pattern: str, text: str) -> int:
 
 
 @pytest.mark.slow
-def test_demo_runs_every_job_to_an_end(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["demo", "--url", fresh_url(), "--jobs", "60", "--no-progress", "--seconds", "40"]
+@pytest.mark.parametrize("store", ["mongomock", "default-sqlite"])
+def test_demo_runs_every_job_to_an_end(
+    store: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default SQLite file lands in the working directory
+    url = ["--url", fresh_url()] if store == "mongomock" else []
+    argv = ["demo", *url, "--jobs", "60", "--no-progress", "--seconds", "40"]
     assert main(argv) == 0
+    if store == "default-sqlite":
+        assert (tmp_path / "durabl-demo.sqlite3").exists()
+        assert main(argv) == 0  # a second run starts the demo's own file afresh
+        capsys.readouterr()
+        assert main(argv) == 0
     out, err = capsys.readouterr()
     assert err == ""
     assert "\r" not in out
@@ -56,6 +69,16 @@ def test_demo_workload_mixes_every_behaviour() -> None:
     keys = [opts["dedupe_key"] for type, _, opts in jobs if type == "send-email"]
     assert len(set(keys)) < len(keys)
     assert any("delay" in opts for type, _, opts in jobs if type == "resize-image")
+
+
+def test_demo_refuses_an_existing_sqlite_file_it_does_not_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    precious = tmp_path / "app.sqlite3"
+    precious.write_bytes(b"")
+    assert main(["demo", "--url", f"sqlite:///{precious}", "--no-progress"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert precious.read_bytes() == b""
 
 
 def test_demo_with_an_unknown_scheme_fails_with_one_line(
