@@ -1,8 +1,9 @@
 """A worker or producer process for the crash tests: ``python -m tests.crash.proc ...``.
 
 Every line it writes to its log is flushed at once, so the parent can read what happened
-even after a SIGKILL: ``start <job id>`` when a handler begins, ``end <job id>`` when it
-returns, ``ready`` once it is processing, ``drained`` after a graceful shutdown.
+even after a SIGKILL: ``claimed <job id>`` on each claim, ``start <job id>`` when a
+handler begins, ``end <job id>`` when it returns, ``ready`` once it is processing,
+``drained`` after a graceful shutdown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from durabl import Job, JobContext, JobQueue, backend_from_url
+from durabl import Job, JobContext, JobEvent, JobQueue, backend_from_url
 
 
 class Log:
@@ -29,7 +30,16 @@ class Log:
 
 def worker(args: argparse.Namespace) -> int:
     log = Log(args.log)
-    queue = JobQueue(backend_from_url(args.url), visibility_timeout=args.visibility_timeout)
+
+    def on_event(event: JobEvent) -> None:
+        if event.kind == "claimed":
+            log.write(f"claimed {event.job_id}")
+
+    queue = JobQueue(
+        backend_from_url(args.url),
+        visibility_timeout=args.visibility_timeout,
+        on_job_event=on_event,
+    )
 
     def handler(job: Job[Any], ctx: JobContext) -> None:
         log.write(f"start {job.id}")
