@@ -65,6 +65,9 @@ def from_url(
             clock_skew_allowance=clock_skew_allowance,
         )
     try:
+        # connect=False: no socket and no monitor thread until the first operation, so a
+        # backend can be built at import or in AppConfig.ready() for free.
+        client_options.setdefault("connect", False)
         client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True, **client_options)
     except (ConfigurationError, InvalidURI, ValueError) as exc:
         raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
