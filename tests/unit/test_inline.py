@@ -140,3 +140,22 @@ def test_inline_calls_are_refused_after_shutdown_and_release_the_claim(q: JobQue
         q.run_claimed(handle, lambda job, ctx: None)
     (job,) = q.list_jobs()
     assert job.status == "pending" and job.attempts == 0  # released, no attempt used
+
+
+def test_events_report_each_outcome_of_an_inline_run(clock: FakeClock) -> None:
+    from durabl import JobEvent
+
+    events: list[JobEvent] = []
+    q = JobQueue(make_mongomock_backend(clock), on_job_event=events.append)
+    handle = q.claim_or_enqueue("t", {"v": 1}, **PENDING)
+    assert handle is not None
+
+    def handler(job: Job[Any], ctx: JobContext) -> None:
+        if job.data["v"] == 1:
+            q.claim_or_enqueue("t", {"v": 2}, **PENDING)
+            raise RuntimeError("first run failed")
+
+    with pytest.raises(RuntimeError):
+        q.run_claimed(handle, handler)
+    assert [e.kind for e in events] == ["claimed", "superseded", "claimed", "completed"]
+    assert events[1].job_id == handle.id and events[1].duration is not None
