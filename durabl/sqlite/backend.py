@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from durabl.backend import EnqueueResult, InlineClaimResult
 from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
+from durabl.exceptions import DurablError
 from durabl.job import (
     FailureKind,
     HeartbeatResult,
@@ -33,6 +34,9 @@ from durabl.sqlite.connection import SYNCHRONOUS_MODES, Connections
 from durabl.sqlite.queries import JOBS
 
 R = TypeVar("R")
+
+
+MIN_SQLITE = (3, 35, 0)
 
 
 class SqliteJobQueue:
@@ -60,7 +64,7 @@ class SqliteJobQueue:
         path: str | os.PathLike[str],
         *,
         clock: Clock | None = None,
-        busy_timeout: float = 30.0,
+        busy_timeout: float = 5.0,
         synchronous: str = "NORMAL",
     ) -> None:
         raw = os.fspath(path)
@@ -117,6 +121,11 @@ class SqliteJobQueue:
         with self._startup_lock:
             if self._started:
                 return
+            if sqlite3.sqlite_version_info < MIN_SQLITE:
+                raise DurablError(
+                    f"durabl's SQLite backend needs SQLite {'.'.join(map(str, MIN_SQLITE))} or "
+                    f"newer (for UPDATE ... RETURNING); this Python has {sqlite3.sqlite_version}"
+                )
             version = self._db.run("startup", schema.read_version, write=False)
             schema.check_not_newer(version, self.path)
             for migration in schema.pending_migrations(version):
@@ -198,6 +207,8 @@ class SqliteJobQueue:
         if limit <= 0:
             return []
         now = self._now_ms()
+        if not self._read("claim", lambda conn: queries.has_due(conn, type, now)):
+            return []  # an idle poll reads; it never queues behind writers for the lock
         params = {"type": type}
         return self._write(
             "claim",

@@ -31,6 +31,17 @@ JOB_COLUMNS = ", ".join(
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 
+def has_due(conn: sqlite3.Connection, type: str, now_ms: int) -> bool:
+    """Whether any job of ``type`` is due: a read, so an idle poll never takes the write
+    lock (the claim itself still decides, under the lock)."""
+    row = conn.execute(
+        f"SELECT 1 FROM {JOBS} INDEXED BY durabl_claim "
+        "WHERE status = 'pending' AND type = ? AND run_at <= ? LIMIT 1",
+        (type, now_ms),
+    ).fetchone()
+    return row is not None
+
+
 def sql_limit(limit: int) -> int:
     """A Mongo-style cursor limit for SQL: 0 means none (-1 to SQLite), the sign is ignored."""
     return -1 if limit == 0 else abs(limit)

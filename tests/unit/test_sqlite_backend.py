@@ -485,8 +485,27 @@ def test_a_batch_claim_is_one_statement_and_returns_claim_order(
             conn.set_trace_callback(None)
     assert [h.id for h in handles] == [ids[p] for p in (-1, 0, 2, 3)]
     assert len({h.claim_token for h in handles}) == 4
-    assert [s for s in statements if "UPDATE" in s.upper()] == [statements[1]]
-    assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT"
+    # A read finds that something is due; then one write transaction, one UPDATE.
+    begin = statements.index("BEGIN IMMEDIATE")
+    assert all(
+        s.lstrip().upper().startswith(("BEGIN", "SELECT", "COMMIT")) for s in statements[:begin]
+    )
+    assert [s for s in statements if "UPDATE" in s.upper()] == [statements[begin + 1]]
+    assert statements[-1] == "COMMIT"
+
+
+def test_an_idle_claim_never_takes_the_write_lock(store: SqliteJobQueue, clock: FakeClock) -> None:
+    add(store, delay=60)  # pending, not due
+    statements: list[str] = []
+    with store._db.connection() as conn:
+        conn.set_trace_callback(statements.append)
+    try:
+        assert store.claim("t", limit=4) == []
+    finally:
+        with store._db.connection() as conn:
+            conn.set_trace_callback(None)
+    assert "BEGIN IMMEDIATE" not in statements
+    assert not [s for s in statements if "UPDATE" in s.upper()]
 
 
 def test_a_claimed_handle_carries_the_jobs_earlier_logs(
