@@ -17,7 +17,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,django]'
 	@touch $(STAMP)
 
-demo: $(STAMP) ## Run the demo: a few hundred jobs on an in-process store, live progress
+demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live progress
 	$(BIN)/python -m durabl demo
 
 test: $(STAMP) lint typecheck ## Lint, type-check and run every test
@@ -37,8 +37,13 @@ format: $(STAMP) ## Format the code
 	$(BIN)/ruff format durabl durabl_django tests bench
 	$(BIN)/ruff check --fix durabl durabl_django tests bench
 
-bench: $(STAMP) ## Cost per job (store operations) and throughput
+$(VENV)/.bench-deps: $(STAMP) setup.cfg
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	@touch $(VENV)/.bench-deps
+
+bench: $(VENV)/.bench-deps ## Cost per job (store operations); throughput and latency vs Huey, django-tasks
 	$(BIN)/python bench/cost_per_job.py
+	$(BIN)/python bench/throughput.py
 
 docs: ## Where the docs are
 	@echo "Docs are Markdown in docs/: start with docs/quickstart.md"

@@ -1,0 +1,277 @@
+"""Throughput and pickup latency on SQLite: durabl next to Huey and django-tasks.
+
+Every library gets a fresh SQLite file in its own temporary directory for each scenario:
+
+* throughput: N no-op jobs are enqueued up front, then 1, 4 and 8 workers (threads, or
+  processes for django-tasks' ``db_worker``) run them. jobs/s counts from the first handler
+  start to the last handler end; wall s from the moment the workers were started (or, for
+  django-tasks, the backlog was committed under running workers) to the last handler end.
+* pickup latency: idle workers (4); a producer enqueues one job at a time at a steady rate,
+  each payload carrying ``time.time()``; the handler measures enqueue -> start. The
+  producer runs in the workers' process or in a second process (``python -c``).
+
+Each library keeps its own way of working; only idle polling is set alike (0.05 s), and
+the journal mode and ``synchronous`` each one ran with are read back and printed. A library
+that is not installed or fails prints "skipped: ..." / "failed: ..." in its row; the run
+still exits 0.
+
+Run: ``.venv/bin/python bench/throughput.py [--quick] [--jobs N] [--only LIB]``
+(``make bench``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Runnable straight from a checkout (``python bench/throughput.py``), installed or not.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import shlex  # noqa: E402
+import sqlite3  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from peers.common import IN_PROCESS, OTHER_PROCESS, POLL_INTERVAL, Library, Measured, Skip  # noqa: E402
+from peers.django_tasks_peer import DjangoTasks  # noqa: E402
+from peers.durabl_peer import Durabl  # noqa: E402
+from peers.huey_peer import HueyLibrary  # noqa: E402
+
+THROUGHPUT_WORKERS = (1, 4, 8)
+LATENCY_WORKERS = 4
+CHOICES = ("durabl", "huey", "django-tasks")
+
+
+# -- what to run ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    kind: str  # "throughput" or "latency"
+    workers: int
+    producer: str = ""  # latency: IN_PROCESS or OTHER_PROCESS
+
+    @property
+    def label(self) -> str:
+        return "throughput" if self.kind == "throughput" else f"latency, producer {self.producer}"
+
+
+def throughput_scenarios() -> list[Scenario]:
+    return [Scenario("throughput", n) for n in THROUGHPUT_WORKERS]
+
+
+def plan(only: list[str]) -> list[tuple[Library, list[Scenario]]]:
+    both = [
+        Scenario("latency", LATENCY_WORKERS, IN_PROCESS),
+        Scenario("latency", LATENCY_WORKERS, OTHER_PROCESS),
+    ]
+    every: dict[str, list[tuple[Library, list[Scenario]]]] = {
+        "durabl": [(Durabl(), [*throughput_scenarios(), *both])],
+        "huey": [
+            # Like for like with durabl (synchronous=NORMAL), then as Huey ships (SQLite's
+            # default synchronous): the difference is one fsync per dequeue.
+            (HueyLibrary("NORMAL"), [*throughput_scenarios(), *both]),
+            (HueyLibrary(None), throughput_scenarios()),
+        ],
+        # Workers are processes: the producer is always another process.
+        "django-tasks": [
+            (
+                DjangoTasks(),
+                [*throughput_scenarios(), Scenario("latency", LATENCY_WORKERS, OTHER_PROCESS)],
+            )
+        ],
+    }
+    return [entry for name in CHOICES if not only or name in only for entry in every[name]]
+
+
+# -- results ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    library: str
+    scenario: str
+    workers: str
+    measured: Measured | None = None
+    note: str = ""  # "skipped: ..." or "failed: ..."
+
+    def cells(self) -> tuple[str, ...]:
+        m = self.measured or Measured(journal_mode="", synchronous="")
+        return (
+            self.library,
+            self.scenario,
+            self.workers,
+            _num(m.jobs_per_s, 0),
+            _num(m.wall_s, 2),
+            _num(m.p50_ms, 1),
+            _num(m.p99_ms, 1),
+            m.journal_mode,
+            m.synchronous,
+            self.note,
+        )
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+HEADERS = (
+    "library",
+    "scenario",
+    "workers",
+    "jobs/s",
+    "wall s",
+    "p50 ms",
+    "p99 ms",
+    "journal_mode",
+    "synchronous",
+    "note",
+)
+
+
+def render_table(rows: list[Row]) -> str:
+    cells = [row.cells() for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADERS)]
+
+    def line(values: tuple[str, ...]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(HEADERS), rule, *(line(c) for c in cells)])
+
+
+# -- running ---------------------------------------------------------------------------------
+def workers_label(library: Library, n: int) -> str:
+    return f"{n} {library.unit}{'' if n == 1 else 'es' if library.unit == 'process' else 's'}"
+
+
+def run_scenario(
+    library: Library, scenario: Scenario, jobs: int, latency_jobs: int, rate: float
+) -> Measured:
+    with tempfile.TemporaryDirectory(prefix="durabl-bench-", ignore_cleanup_errors=True) as tmp:
+        workdir = Path(tmp)
+        if scenario.kind == "throughput":
+            timeout = max(60.0, jobs / 20)
+            return library.throughput(workdir, jobs, scenario.workers, timeout)
+        timeout = latency_jobs / rate + 60.0
+        return library.latency(
+            workdir, latency_jobs, rate, scenario.workers, scenario.producer, timeout
+        )
+
+
+def run_library(
+    library: Library,
+    scenarios: list[Scenario],
+    args: argparse.Namespace,
+    versions: dict[str, str],
+) -> list[Row]:
+    try:
+        versions[library.name.split(" ")[0]] = library.version()
+    except Skip as exc:
+        progress(f"{library.name}: skipped: {exc}")
+        return [Row(library.name, "all", "-", note=f"skipped: {exc}")]
+    rows: list[Row] = []
+    for scenario in scenarios:
+        workers = workers_label(library, scenario.workers)
+        progress(f"{library.name}: {scenario.label}, {workers} ...")
+        began = time.perf_counter()
+        try:
+            measured = run_scenario(library, scenario, args.jobs, args.latency_jobs, args.rate)
+        except Skip as exc:
+            rows.append(Row(library.name, scenario.label, workers, note=f"skipped: {exc}"))
+        except Exception as exc:
+            if args.verbose:
+                traceback.print_exc()
+            note = f"failed: {type(exc).__name__}: {exc}".replace("\n", " ")[:160]
+            rows.append(Row(library.name, scenario.label, workers, note=note))
+        else:
+            rows.append(Row(library.name, scenario.label, workers, measured))
+        progress(
+            f"  {' '.join(rows[-1].cells()[3:7])} {rows[-1].note} "
+            f"({time.perf_counter() - began:.1f}s)"
+        )
+    return rows
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def command_line() -> str:
+    exe = sys.executable
+    try:
+        exe = os.path.relpath(exe)
+    except ValueError:
+        pass
+    return shlex.join([exe, *sys.argv])
+
+
+def cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=2000, help="throughput jobs (default 2000)")
+    parser.add_argument("--latency-jobs", type=int, default=200, help="latency jobs (default 200)")
+    parser.add_argument(
+        "--rate", type=float, default=20.0, help="latency enqueues per second (default 20)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast sanity run: --jobs 300 --latency-jobs 50"
+    )
+    parser.add_argument(
+        "--only", action="append", choices=CHOICES, help="run only this library (repeatable)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.latency_jobs = 300, 50
+    if args.jobs < 1 or args.latency_jobs < 2 or args.rate <= 0:
+        parser.error("--jobs must be >= 1, --latency-jobs >= 2, --rate > 0")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    began = time.perf_counter()
+    versions: dict[str, str] = {}
+    rows: list[Row] = []
+    entries = plan(args.only or [])
+    for library, scenarios in entries:
+        rows += run_library(library, scenarios, args, versions)
+
+    print("durabl throughput and pickup latency on SQLite, next to Huey and django-tasks\n")
+    print(render_table(rows))
+    print(f"\ncommand: {command_line()}")
+    print(
+        f"machine: {platform.system()} {platform.machine()}, {cpus()} CPUs (nproc), "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version} "
+        "(every library uses the standard library's sqlite3)"
+    )
+    print("versions: " + "; ".join(f"{name} {v}" for name, v in versions.items()))
+    print(
+        f"throughput: {args.jobs} no-op jobs enqueued up front; jobs/s = jobs / (last handler "
+        "end - first handler start); wall s = from starting the workers (django-tasks: from "
+        "committing the backlog under running workers) to the last handler end."
+    )
+    print(
+        f"latency: {args.latency_jobs} jobs at {args.rate:g}/s, {LATENCY_WORKERS} idle workers, "
+        "enqueue -> handler start, time.time() on both sides."
+    )
+    print(f"idle polling ({POLL_INTERVAL:g}s for every library):")
+    seen: set[str] = set()
+    for library, _ in entries:
+        if type(library).__name__ not in seen:
+            seen.add(type(library).__name__)
+            print(f"  {library.name.split(' ')[0]}: {library.polling}")
+    print(f"took {time.perf_counter() - began:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
