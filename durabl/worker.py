@@ -20,6 +20,8 @@ from durabl.run import Handler, ManagedRun, Runtime
 logger = logging.getLogger(__name__)
 
 POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
+SHORT_RUN_SECONDS = 0.5  # runs shorter than this on average let the poller read ahead
+MIN_READ_AHEAD = 8
 ERROR_BACKOFF_MAX = 30.0
 
 
@@ -48,7 +50,8 @@ class Processor:
         self._rand = rand
         self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
-        self._free = concurrency
+        self._outstanding = 0  # claimed and not finished: running or waiting for a worker
+        self._run_seconds: float | None = None  # moving average of recent run durations
         self._maybe_more = False
         self._errors = 0
         self._enqueued = 0  # local enqueues since the last poll: how many to claim on wake
@@ -60,8 +63,16 @@ class Processor:
 
     # -- one step, for tests and for the poller ------------------------------------------
     def free_slots(self) -> int:
+        """How many more jobs the poller may claim now: a free worker each, plus a small
+        read-ahead while runs are short (so a backlog is claimed in batches)."""
         with self._lock:
-            return self._free
+            return self._capacity() - self._outstanding
+
+    def _capacity(self) -> int:
+        short = SHORT_RUN_SECONDS
+        if self._run_seconds is not None and self._run_seconds < short:
+            return self.concurrency + max(self.concurrency, MIN_READ_AHEAD)
+        return self.concurrency
 
     def poll_once(self, limit: int | None = None) -> int:
         """Claim as many due jobs as there are free workers (at most ``limit``) and hand
@@ -73,7 +84,7 @@ class Processor:
         claimed_at = self.runtime.clock.monotonic()
         handles = self.runtime.backend.claim(self.type, limit=free, lease_owner=self.lease_owner)
         with self._lock:
-            self._free -= len(handles)
+            self._outstanding += len(handles)
             self._maybe_more = len(handles) == free
         for handle in handles:
             self.runtime.emit(JobEvent("claimed", self.type, handle.id, attempt=handle.attempts))
@@ -154,14 +165,19 @@ class Processor:
             run = self._handoff.get()
             if run is None:
                 return
+            started = self.runtime.clock.monotonic()
             try:
                 run.execute()
             except BaseException:
                 logger.exception("worker for %s stopped by an exception", self.type)
             finally:
+                took = self.runtime.clock.monotonic() - started
                 with self._lock:
-                    self._free += 1
-                    more = self._maybe_more
+                    self._outstanding -= 1
+                    avg = self._run_seconds
+                    self._run_seconds = took if avg is None else avg + (took - avg) / 8
+                    # Refill once the read-ahead has drained, so claims come in batches.
+                    more = self._maybe_more and self._outstanding <= self.concurrency
                 if more:
                     self._wake.set()
 

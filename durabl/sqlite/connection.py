@@ -125,6 +125,7 @@ class Connections:
         self.synchronous = synchronous
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer = threading.RLock()  # one writer at a time within this process
         # Both lists are only ever changed in place: the finalizer below holds them.
         self._handles: list[_Handle] = []
         self._inherited: list[_Handle] = []
@@ -238,14 +239,23 @@ class Connections:
         deadline = None if timeout is None else time.monotonic() + timeout
 
         def attempt() -> R:
-            with self.connection() as conn:
-                if deadline is None:
-                    return self._transaction(conn, fn, write)
-                self._set_busy_timeout(conn, deadline - time.monotonic())
-                try:
-                    return self._transaction(conn, fn, write)
-                finally:
-                    self._set_busy_timeout(conn, self.busy_timeout)
+            # Threads of this process queue for the write lock here, in order, rather than
+            # in SQLite's busy handler, which sleeps and retries (long tails under load).
+            wait = self.busy_timeout if deadline is None else deadline - time.monotonic()
+            if write and not self._writer.acquire(timeout=max(wait, 0.0)):
+                raise sqlite3.OperationalError("database is locked (by this process)")
+            try:
+                with self.connection() as conn:
+                    if deadline is None:
+                        return self._transaction(conn, fn, write)
+                    self._set_busy_timeout(conn, deadline - time.monotonic())
+                    try:
+                        return self._transaction(conn, fn, write)
+                    finally:
+                        self._set_busy_timeout(conn, self.busy_timeout)
+            finally:
+                if write:
+                    self._writer.release()
 
         try:
             return attempt()  # the common case pays nothing for the retry machinery
