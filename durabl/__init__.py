@@ -19,6 +19,7 @@ from durabl.globals import create_job_queue, get_default_queue, global_queue, se
 from durabl.job import Job, JobEvent, JobHandle, JobResult, LogEntry, QueueStats, StartReaperResult
 from durabl.memory import DummyBackend, ImmediateBackend, MemoryBackend
 from durabl.mongo import MongoJobQueue
+from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
 from durabl.queue import JobQueue
 from durabl.sqlite import SqliteJobQueue
 from durabl.urls import backend_from_url
@@ -48,10 +49,13 @@ __all__ = [
     "MongoJobQueue",
     "NonRetryable",
     "NondeterminismError",
+    "OrchestrationContext",
+    "Orchestrator",
     "QueueShutdownError",
     "QueueStats",
     "SqliteJobQueue",
     "StartReaperResult",
+    "StepKeys",
     "backend_from_url",
     "create_job_queue",
     "get_default_queue",

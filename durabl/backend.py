@@ -19,6 +19,8 @@ from durabl.job import (
     Job,
     JobHandle,
     JobResult,
+    JournalAppendResult,
+    JournalRecord,
     LogEntry,
     QueueStats,
     ReapReport,
@@ -117,10 +119,22 @@ class Backend(Protocol):
         *,
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
+        run_at: datetime | None = None,
     ) -> JobResult:
-        """Back to pending, keeping its ``run_at`` (its place in line), refunding the
+        """Back to pending, keeping its ``run_at`` (its place in line) unless ``run_at`` is
+        given (a durable sleep hands the job back until its wake time), refunding the
         attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
         the whole write."""
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        """Append ``records`` (portable dicts, already validated) to the job's journal, in
+        order, when ``token`` holds the claim and the journal holds exactly ``position``
+        records. A repeat of an append that already applied under the same claim reports
+        ``applied`` without appending twice. Anything else is ``lease-lost`` and changes
+        nothing. Supported when ``supports_journal`` is True; the journal is read back as
+        :attr:`Job.journal` by ``claim`` and ``get_job``."""
 
     # -- recovery and operations ----------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:

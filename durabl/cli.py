@@ -152,10 +152,55 @@ def run_reap_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- lint-orchestrations ----------------------------------------------------------------------
+def configure_lint_orchestrations(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "lint-orchestrations",
+        help="flag calls in orchestration bodies whose results differ between runs",
+        description="Read the Python files given (directories are searched for *.py), find "
+        "the bodies registered with define(), and report direct calls in them that read "
+        "the clock, draw random numbers or ids, or do I/O outside an octx.step(...). "
+        "Exit 0 when clean, 1 on findings or unreadable files, 2 on a usage error.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a Python file or a directory")
+    p.set_defaults(run=run_lint_orchestrations)
+
+
+def run_lint_orchestrations(args: argparse.Namespace) -> int:
+    from durabl.orchestrator.lint import count_bodies, lint_source, python_files
+
+    try:
+        files = list(python_files(args.paths))
+    except FileNotFoundError as exc:
+        print(
+            f"durabl lint-orchestrations: error: no such file or directory: {exc}", file=sys.stderr
+        )
+        return 2
+    findings = bodies = 0
+    broken = False
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            found = lint_source(source, path)
+            bodies += count_bodies(source)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+            print(f"{path}: cannot check: {one_line(exc)}", file=sys.stderr)
+            broken = True
+            continue
+        for finding in found:
+            print(finding)
+        findings += len(found)
+    summary = f"{findings} finding(s) in {bodies} orchestration body(ies), {len(files)} file(s)"
+    print(summary, file=sys.stderr if findings else sys.stdout)
+    return 1 if findings or broken else 0
+
+
 # -- main -------------------------------------------------------------------------------------
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     configure_demo,
     configure_reap,
+    configure_lint_orchestrations,
 )
 
 

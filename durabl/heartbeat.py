@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from durabl.abort import LEASE_LOST, AbortSignal, JobContext
+from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, JobContext
 from durabl.backend import Backend
 from durabl.clock import Clock
 
@@ -80,7 +80,9 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._next_wait()):
             if self.signal.aborted:
-                if self.on_lease_lost is not None and self.signal.reason != "shutdown":
+                # Lease trouble is reported; shutdown and a run's own limits are not.
+                lost = self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
+                if self.on_lease_lost is not None and lost:
                     self.on_lease_lost()
                 return
             if self.signal.deadline is not None and self.clock.monotonic() < self._due:
@@ -96,6 +98,9 @@ class Heartbeat:
         deadline = self.signal.deadline
         if deadline is not None:
             wait = min(wait, deadline - now)
+        limit: float | None = getattr(self.signal, "limit", None)  # a RunSignal's limit
+        if limit is not None:
+            wait = min(wait, limit - now)
         return max(wait, 0.01)
 
     def stop(self, timeout: float | None = 5.0) -> None:

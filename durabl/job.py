@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -43,6 +43,12 @@ class LogEntry:
     message: str
 
 
+JournalRecord = Mapping[str, Any]
+"""One entry of an orchestration journal: a dict of portable values (see
+:mod:`durabl.payload`). Stores keep entries opaque and in order; :mod:`durabl.orchestrator`
+gives them meaning."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Job(Generic[T]):
     """A snapshot of one stored job."""
@@ -65,6 +71,8 @@ class Job(Generic[T]):
     backoff: BackoffKind = "exponential"
     backoff_delay: float = 1.0
     backoff_max_delay: float = 300.0
+    #: The orchestration journal stored on the job, in append order (empty for plain jobs).
+    journal: tuple[JournalRecord, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ FailJobResult = JobResult
 FailFatalJobResult = JobResult
 ReleaseJobResult = JobResult
 HeartbeatResult = Literal["applied", "lease-lost"]
+JournalAppendResult = Literal["applied", "lease-lost"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,10 +145,15 @@ class JobHandle(Job[T]):
     def fail_fatal(self, reason: str) -> JobResult:
         return self.backend.fail_fatal(self.id, self.claim_token, reason, logs=self._take_logs())
 
-    def release(self, *, timeout: float | None = None) -> JobResult:
+    def release(self, *, timeout: float | None = None, run_at: datetime | None = None) -> JobResult:
         return self.backend.release(
-            self.id, self.claim_token, logs=self._take_logs(), timeout=timeout
+            self.id, self.claim_token, logs=self._take_logs(), timeout=timeout, run_at=run_at
         )
+
+    def append_journal(
+        self, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        return self.backend.append_journal(self.id, self.claim_token, records, position=position)
 
 
 @dataclass(frozen=True)
@@ -187,6 +201,7 @@ EventKind = Literal[
     "reaper-recovered",
     "reaper-error",
     "shutdown-released",
+    "suspended",
 ]
 
 

@@ -33,6 +33,8 @@ from durabl.job import (
     JobHandle,
     JobResult,
     JobStatus,
+    JournalAppendResult,
+    JournalRecord,
     LogEntry,
     QueueStats,
     ReapReport,
@@ -114,6 +116,7 @@ class _Record:
     receipts: deque[tuple[str, str, ResultStatus]] = field(
         default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
     )
+    journal: list[JournalRecord] = field(default_factory=list)
 
     def order(self) -> tuple[int, datetime, int]:
         return (self.priority, self.run_at, self.seq)
@@ -209,7 +212,14 @@ class MemoryBackend:
     @staticmethod
     def _snapshot(rec: _Record) -> Job[Any]:
         values = {name: getattr(rec, name) for name in _JOB_FIELDS}
-        return Job(**{**values, "data": copy.deepcopy(rec.data), "logs": tuple(rec.logs)})
+        return Job(
+            **{
+                **values,
+                "data": copy.deepcopy(rec.data),
+                "logs": tuple(rec.logs),
+                "journal": tuple(copy.deepcopy(rec.journal)),
+            }
+        )
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
@@ -426,9 +436,10 @@ class MemoryBackend:
         *,
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
+        run_at: datetime | None = None,
     ) -> JobResult:
-        """Back to pending at its old ``run_at``, refunding the attempt. ``timeout`` is
-        accepted for the protocol; a memory write never blocks for long."""
+        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
+        ``timeout`` is accepted for the protocol; a memory write never blocks for long."""
         with self._lock:
             rec = self._fence(job_id, token, "release")
             if isinstance(rec, JobResult):
@@ -438,7 +449,22 @@ class MemoryBackend:
                 return self._supersede(rec, token, "release", now, logs)
             self._move(rec, "pending", now)
             rec.attempts -= 1
+            if run_at is not None:
+                rec.run_at = _ms(run_at)
             return self._applied(rec, token, "release", "released", logs)
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            if rec is None or rec.status != "active" or rec.claim_token != token:
+                return "lease-lost"
+            if len(rec.journal) == position:
+                rec.journal.extend(_portable(dict(r)) for r in records)
+                return "applied"
+            # Only the claim holder appends: a longer journal is this append, repeated.
+            return "applied" if len(rec.journal) >= position + len(records) else "lease-lost"
 
     # -- recovery -------------------------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:

@@ -12,6 +12,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
@@ -25,6 +26,61 @@ from durabl.options import BackoffPolicy
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[Job[Any], JobContext], object]
+
+
+class RunSignal(AbortSignal):
+    """The abort signal of a managed run: the lease deadline, plus an optional *limit*
+    (a step timeout or a run's maximum duration) that aborts the run with its own reason
+    once passed. The heartbeat stops renewing as soon as the signal aborts, so a run held
+    past its limit by a hung call loses its lease instead of renewing it forever."""
+
+    def __init__(self, clock: Clock, deadline: float | None = None) -> None:
+        super().__init__(clock, deadline)
+        self._limit: tuple[float, str] | None = None
+
+    def set_limit(self, at: float | None, reason: str = "limit") -> None:
+        """Abort with ``reason`` once the monotonic clock reaches ``at`` (None: no limit)."""
+        with self._lock:
+            self._limit = None if at is None else (at, reason)
+
+    @property
+    def limit(self) -> float | None:
+        limit = self._limit
+        return None if limit is None else limit[0]
+
+    def _check_deadline(self) -> None:
+        limit = self._limit
+        if limit is not None and self._reason is None and self._clock.monotonic() >= limit[0]:
+            self.abort(limit[1])
+        super()._check_deadline()
+
+
+class SuspendRun(Exception):
+    """Raised by a handler to end its run by handing the job back to pending until
+    ``run_at``, without using an attempt (the orchestrator's durable sleep). The run's
+    outcome is ``released``; it is not reported as an error."""
+
+    def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
+        super().__init__(reason)
+        self.run_at = run_at
+
+
+class ManagedHandler:
+    """A handler that drives its run itself: :class:`ManagedRun` calls
+    :meth:`run_managed` with the run (its handle, signal, context and heartbeat) instead of
+    ``handler(job, ctx)``. Exceptions of ``fatal_errors`` fail the job at once, as
+    :class:`FatalJobError` does. The orchestrator's handlers are built on this."""
+
+    fatal_errors: tuple[type[BaseException], ...] = ()
+
+    def run_managed(self, run: ManagedRun) -> object:
+        raise NotImplementedError
+
+    def __call__(self, job: Job[Any], ctx: JobContext) -> object:
+        raise TypeError(
+            f"{type(self).__name__} runs only under a managed run (queue.process, "
+            "queue.register or queue.run_claimed), not called directly"
+        )
 
 
 class Runtime(Protocol):
@@ -86,7 +142,8 @@ class ManagedRun:
         clock = runtime.clock
         vt = runtime.visibility_timeout
         start = clock.monotonic() if claimed_at is None else claimed_at
-        self.signal = AbortSignal(clock, deadline=start + vt)
+        self.signal = RunSignal(clock, deadline=start + vt)
+        self.started_at = start
         self.ctx = JobContext(self.signal, runtime.backend.now)
         self.heartbeat = Heartbeat(
             runtime.backend,
@@ -144,7 +201,10 @@ class ManagedRun:
         self.heartbeat.start()
         error: BaseException | None = None
         try:
-            self.handler(self.handle.as_job(), self.ctx)
+            if isinstance(self.handler, ManagedHandler):
+                self.handler.run_managed(self)
+            else:
+                self.handler(self.handle.as_job(), self.ctx)
         except Exception as exc:
             error = exc
         except BaseException as exc:  # KeyboardInterrupt, SystemExit in a worker
@@ -180,6 +240,8 @@ class ManagedRun:
                 )
                 return RunOutcome(error, None, "write-failed")
             self._report(error, result, duration)
+            if isinstance(error, SuspendRun):
+                error = None  # a suspension is how the run ended, not a failure
             if result.status in ("lease-lost", "already-terminal", "not-found"):
                 return RunOutcome(error, result, "lease-lost")
             return RunOutcome(error, result, "written")
@@ -193,23 +255,34 @@ class ManagedRun:
         logs = self.ctx._take_logs()
         if error is None:
             return backend.complete(job.id, job.claim_token, logs=logs)
+        if isinstance(error, SuspendRun):
+            return backend.release(job.id, job.claim_token, logs=logs, run_at=error.run_at)
         reason = describe_error(error)
-        if isinstance(error, FatalJobError):
+        if self._is_fatal(error):
             return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
         retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, backend.now())
         return backend.fail(job.id, job.claim_token, reason, retry_at=retry_at, logs=logs)
+
+    def _is_fatal(self, error: BaseException) -> bool:
+        fatal = getattr(self.handler, "fatal_errors", ())
+        return isinstance(error, (FatalJobError, *fatal))
 
     def _report(self, error: BaseException | None, result: JobResult, duration: float) -> None:
         status = result.status
         extra = {"job_id": self.handle.id, "type": self.handle.type}
         if status in ("lease-lost", "already-terminal", "not-found"):
-            self._emit("lease-lost", op="complete" if error is None else "fail")
+            op = "complete" if error is None else "fail"
+            if isinstance(error, SuspendRun):
+                op = "release"
+            self._emit("lease-lost", op=op)
             logger.warning("job %s: outcome not recorded (%s)", self.handle.id, status, extra=extra)
         elif status == "completed":
             self._emit("completed", duration=duration, attempt=self.handle.attempts)
         elif status == "superseded":
             self._emit("superseded", duration=duration)
-        elif isinstance(error, FatalJobError):
+        elif isinstance(error, SuspendRun):
+            self._emit("suspended", duration=duration, extra={"run_at": error.run_at})
+        elif error is not None and self._is_fatal(error):
             self._emit("fail-fatal", duration=duration, terminal=True, error=error)
             logger.error("job %s failed fatally: %s", self.handle.id, error, extra=extra)
         else:

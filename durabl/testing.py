@@ -1,15 +1,31 @@
-"""Helpers for testing code that uses durabl: a controllable clock and a bounded wait."""
+"""Helpers for testing code that uses durabl: a controllable clock, a bounded wait, and a
+harness that runs orchestration bodies on the real step machine without a queue."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
 
+from durabl.abort import JobContext
 from durabl.clock import Seconds, to_seconds
+from durabl.job import Job, JournalAppendResult, LogEntry
+from durabl.options import MAX_LOG_ENTRIES
+from durabl.orchestrator import Body, OrchestrationContext, StepRecord
+from durabl.orchestrator.journal import (
+    DEFAULT_MAX_JOURNAL_BYTES,
+    decode,
+    journal_budget,
+    portable,
+)
+from durabl.payload import check_payload
+from durabl.run import RunSignal, SuspendRun
 
-__all__ = ["FakeClock", "wait_until"]
+__all__ = ["FakeClock", "OrchestrationHarness", "SimulatedCrash", "wait_until"]
 
 
 class FakeClock:
@@ -54,3 +70,236 @@ def wait_until(
         if time.monotonic() >= deadline:
             return False
         pause.wait(interval)
+
+
+# -- orchestrations ---------------------------------------------------------------------------
+HARNESS_SEED = "durabl-harness-seed"
+"""The bootstrap seed an :class:`OrchestrationHarness` uses unless given another."""
+
+HarnessStatus = Literal["new", "completed", "crashed", "sleeping", "failed"]
+
+
+class SimulatedCrash(Exception):
+    """How the harness stops a body at a crash point. The machine halts with it, so a body
+    that catches it cannot carry on; the harness reports the attempt as ``crashed``."""
+
+
+class _CrashHooks:
+    def __init__(self, after: str | None, before: str | None) -> None:
+        self.after = after
+        self.before = before
+        self.fired = False
+
+    def step_ran(self, name: str) -> None:
+        if name == self.before and not self.fired:
+            self.fired = True
+            raise SimulatedCrash(f"crash after step {name!r} ran, before it was journaled")
+
+    def step_journaled(self, name: str) -> None:
+        if name == self.after and not self.fired:
+            self.fired = True
+            raise SimulatedCrash(f"crash right after step {name!r} was journaled")
+
+
+class _MemoryJournal:
+    def __init__(self, harness: OrchestrationHarness) -> None:
+        self._harness = harness
+
+    def now(self) -> datetime:
+        return self._harness._now()
+
+    def append(self, entries: list[dict[str, Any]], position: int) -> JournalAppendResult:
+        journal = self._harness._journal
+        if position != len(journal):
+            return "lease-lost"
+        journal.extend(portable(e) for e in entries)  # as a store hands it back
+        return "applied"
+
+    def heartbeat(self) -> Literal["heartbeated", "lease-lost"]:
+        return "heartbeated"
+
+
+class OrchestrationHarness:
+    """Run an orchestration body on the real step machine over an in-memory journal: no
+    queue, no backend, no threads.
+
+    ``run()`` is the first attempt; ``crash_after(step)`` and ``crash_before(step)`` run an
+    attempt that dies right after that step is journaled, or after its function ran but
+    before its result was journaled; ``resume()`` is the next attempt over the same
+    journal, and ``resume_with(body)`` the next attempt of a changed body (it raises
+    :class:`~durabl.NondeterminismError` when the change cannot replay the journal).
+
+    A body's errors propagate from these calls after the attempt is recorded (``status``
+    ``"failed"``, ``error``). Step results are checked and stored as a store would
+    (``TypeError`` for what no store can hold; tuples come back as lists), and the journal
+    budget applies as in production. ``octx.now()`` is the clock's start (by default
+    2030-01-01 UTC) and ``octx.uuid()`` derives from a fixed seed, so results are stable
+    between test runs.
+
+    Sleep: an attempt that reaches ``octx.sleep`` ends with ``status == "sleeping"`` and
+    ``wake_at`` set; ``resume()`` first moves the clock to the wake time (the sleep
+    elapses) unless ``elapse_sleep=False``, which wakes the body early so it sleeps again.
+    As in production, waking from a sleep does not count an attempt.
+    """
+
+    def __init__(
+        self,
+        body: Body,
+        data: Any = None,
+        *,
+        clock: FakeClock | None = None,
+        job_id: str = "job-1",
+        type: str = "orchestration",
+        dedupe_key: str | None = None,
+        seed: str = HARNESS_SEED,
+        max_journal_bytes: int | None = None,
+        step_timeout: Seconds | None = 300.0,
+        max_duration: Seconds | None = None,
+    ) -> None:
+        if not callable(body):
+            raise TypeError(f"body must be callable, got {body!r}")
+        check_payload({} if data is None else data)
+        self.body = body
+        self.data = portable({} if data is None else data)
+        self.clock = clock or FakeClock()
+        self.job_id = job_id
+        self.type = type
+        self.dedupe_key = dedupe_key
+        self.seed = seed
+        self.max_journal_bytes = max_journal_bytes or DEFAULT_MAX_JOURNAL_BYTES
+        self.step_timeout = None if step_timeout is None else to_seconds(step_timeout)
+        self.max_duration = None if max_duration is None else to_seconds(max_duration)
+        self.attempts = 0
+        self.runs = 0
+        self.status: HarnessStatus = "new"
+        self.error: BaseException | None = None
+        self.wake_at: datetime | None = None
+        self._journal: list[dict[str, Any]] = []
+        self._created = self._now()
+        self._logs: deque[LogEntry] = deque(maxlen=MAX_LOG_ENTRIES)
+
+    def __repr__(self) -> str:
+        return (
+            f"OrchestrationHarness(status={self.status!r}, attempts={self.attempts}, "
+            f"steps={[s.name for s in self.steps]})"
+        )
+
+    # -- attempts ---------------------------------------------------------------------------
+    def run(self) -> HarnessStatus:
+        """The first attempt, to its end (completed, sleeping or failed)."""
+        if self.runs:
+            raise RuntimeError("run() starts the orchestration once; use resume() after it")
+        return self._attempt(self.body)
+
+    def resume(self, *, elapse_sleep: bool = True) -> HarnessStatus:
+        """The next attempt over the same journal: journaled steps replay, the rest run."""
+        return self._attempt(self.body, elapse_sleep=elapse_sleep)
+
+    def resume_with(self, body: Body, *, elapse_sleep: bool = True) -> HarnessStatus:
+        """The next attempt with ``body`` in place of the current one (a deploy of a changed
+        body); it stays in place for later attempts."""
+        self.body = body
+        return self._attempt(body, elapse_sleep=elapse_sleep)
+
+    def crash_after(self, step: str) -> HarnessStatus:
+        """An attempt that dies right after ``step`` is journaled: the next one skips it."""
+        return self._attempt(self.body, after=step)
+
+    def crash_before(self, step: str) -> HarnessStatus:
+        """An attempt that dies after ``step``'s function ran but before its result was
+        journaled: the next one runs it again, with the same idempotency key."""
+        return self._attempt(self.body, before=step)
+
+    # -- what happened ----------------------------------------------------------------------
+    @property
+    def steps(self) -> list[StepRecord]:
+        """The journaled steps (and sleeps, ``kind="sleep"``) in order, decoded."""
+        return decode(self._journal)[0]
+
+    @property
+    def journal(self) -> list[dict[str, Any]]:
+        """The raw journal entries, as a store would hold them."""
+        return copy.deepcopy(self._journal)
+
+    @property
+    def logs(self) -> list[str]:
+        """Every ``octx.log`` line of every attempt (bounded and clipped as on a job)."""
+        return [entry.message for entry in self._logs]
+
+    # -- inside -----------------------------------------------------------------------------
+    def _now(self) -> datetime:
+        now = self.clock.now()
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+    def _attempt(
+        self,
+        body: Body,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        elapse_sleep: bool = True,
+    ) -> HarnessStatus:
+        if self.status == "sleeping" and self.wake_at is not None:
+            if elapse_sleep and self.clock.now() < self.wake_at:
+                self.clock.advance((self.wake_at - self.clock.now()).total_seconds())
+        else:
+            self.attempts += 1
+        self.runs += 1
+        now = self._now()
+        job: Job[Any] = Job(
+            id=self.job_id,
+            type=self.type,
+            data=copy.deepcopy(self.data),
+            status="active",
+            run_at=now,
+            attempts=self.attempts,
+            max_attempts=max(self.attempts, 3),
+            dedupe_key=self.dedupe_key,
+            dedupe_scope="pending+active" if self.dedupe_key else None,
+            created_at=self._created,
+            updated_at=now,
+            journal=tuple(copy.deepcopy(self._journal)),
+        )
+        signal = RunSignal(self.clock)
+        ctx = JobContext(signal, self._now)
+        hooks = _CrashHooks(after, before)
+        run_limit = None
+        if self.max_duration is not None:
+            reason = f"max-duration: the run took longer than {self.max_duration:g} s"
+            run_limit = (self.clock.monotonic() + self.max_duration, reason)
+        octx = OrchestrationContext(
+            job,
+            io=_MemoryJournal(self),
+            signal=signal,
+            log=ctx.log,
+            budget=journal_budget(job, self.max_journal_bytes),
+            step_timeout=self.step_timeout,
+            monotonic=self.clock.monotonic,
+            started_at=now,
+            seed=lambda: self.seed,
+            run_limit=run_limit,
+            hooks=hooks,
+        )
+        self.error = None
+        self.wake_at = None
+        try:
+            octx.run(body)
+        except SimulatedCrash:
+            self.status = "crashed"
+        except SuspendRun as suspend:
+            self.status = "sleeping"
+            self.wake_at = suspend.run_at
+        except Exception as exc:
+            self.status = "failed"
+            self.error = exc
+            raise
+        else:
+            self.status = "completed"
+        finally:
+            self._logs.extend(ctx._take_logs())
+        target = after or before
+        if target is not None and not hooks.fired:
+            raise AssertionError(
+                f"no crash: step {target!r} did not run in this attempt (status {self.status!r})"
+            )
+        return self.status

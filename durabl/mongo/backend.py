@@ -31,6 +31,8 @@ from durabl.job import (
     Job,
     JobHandle,
     JobResult,
+    JournalAppendResult,
+    JournalRecord,
     LogEntry,
     QueueStats,
     ReapReport,
@@ -571,9 +573,14 @@ class MongoJobQueue:
         *,
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
+        run_at: datetime | None = None,
     ) -> JobResult:
         now = self.now()
-        update = self._back_to_pending(now)
+        update = (
+            self._back_to_pending(now)
+            if run_at is None
+            else self._back_to_pending(now, run_at=run_at)
+        )
         update["$inc"] = {"attempts": -1}
         return self._fenced(
             job_id,
@@ -585,6 +592,30 @@ class MongoJobQueue:
             on_duplicate=lambda oid: self._supersede(oid, token, "release", now, logs),
             timeout=timeout,
         )
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return "lease-lost"
+        fence: dict[str, Any] = {"_id": oid, "claim_token": token, "status": "active"}
+        # The journal must hold exactly ``position`` entries: a repeat of an append whose
+        # reply was lost misses here instead of appending twice.
+        query: dict[str, Any] = {**fence, f"journal.{position}": {"$exists": False}}
+        if position > 0:
+            query[f"journal.{position - 1}"] = {"$exists": True}
+        update = {"$push": {"journal": {"$each": [dict(r) for r in records]}}}
+        last = position + len(records) - 1
+
+        def write() -> JournalAppendResult:
+            if self.col.update_one(query, update).matched_count == 1:
+                return "applied"
+            # Only the claim holder appends: entries past ``position`` are this append.
+            repeat = {**fence, f"journal.{last}": {"$exists": True}}
+            return "applied" if self.col.find_one(repeat, {"_id": 1}) else "lease-lost"
+
+        return self._call("append_journal", write)
 
     # -- recovery -------------------------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:

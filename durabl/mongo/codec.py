@@ -126,4 +126,5 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         backoff=backoff.get("kind", "exponential"),
         backoff_delay=float(backoff.get("delay", 1.0)),
         backoff_max_delay=float(backoff.get("max_delay", 300.0)),
+        journal=tuple(doc.get("journal") or ()),
     )

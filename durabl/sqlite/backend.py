@@ -22,6 +22,8 @@ from durabl.job import (
     Job,
     JobHandle,
     JobResult,
+    JournalAppendResult,
+    JournalRecord,
     LogEntry,
     QueueStats,
     ReapReport,
@@ -309,15 +311,33 @@ class SqliteJobQueue:
         *,
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
+        run_at: datetime | None = None,
     ) -> JobResult:
-        """Back to pending at its old ``run_at``, refunding the attempt. ``timeout`` bounds
-        the wait for the write lock, retries included."""
+        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
+        ``timeout`` bounds the wait for the write lock, retries included."""
+        wake = None if run_at is None else codec.to_ms(run_at)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
             extra = ", attempts = attempts - 1"
+            if wake is not None:
+                extra += ", run_at = :run_at"
+                params = {**params, "run_at": wake}
             return writes.to_pending_or_supersede(conn, params, extra, "released")
 
         return self._fenced("release", job_id, token, logs, apply, timeout=timeout)
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        """Read, extend and write back the journal column in one write transaction."""
+        params = {"id": job_id, "token": token}
+        entries = [dict(r) for r in records]
+
+        def write(conn: sqlite3.Connection) -> JournalAppendResult:
+            applied = writes.append_journal(conn, params, entries, position)
+            return "applied" if applied else "lease-lost"
+
+        return self._write("append_journal", write)
 
     # -- recovery -------------------------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:

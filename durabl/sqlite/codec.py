@@ -164,7 +164,15 @@ def to_job(row: sqlite3.Row, logs: Iterable[LogEntry] = ()) -> Job[Any]:
         backoff=row["backoff"],
         backoff_delay=float(row["backoff_delay"]),
         backoff_max_delay=float(row["backoff_max_delay"]),
+        journal=decode_journal(row["journal"]),
     )
+
+
+def decode_journal(text: str | None) -> tuple[dict[str, Any], ...]:
+    """The journal column (NULL until the first append) as a tuple of entries."""
+    if text is None:
+        return ()
+    return tuple(decode_payload(text))
 
 
 def to_log(row: sqlite3.Row) -> LogEntry:

@@ -24,9 +24,10 @@ JOB_COLUMNS = ", ".join(
         "seq", "id", "type", "data", "status", "priority", "run_at", "attempts",
         "max_attempts", "dedupe_key", "dedupe_scope", "created_at", "updated_at",
         "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
+        "journal",
     )
 )  # fmt: skip
-"""What a :class:`~durabl.job.Job` is built from (no lease fields, no journal)."""
+"""What a :class:`~durabl.job.Job` is built from (no lease fields)."""
 
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 

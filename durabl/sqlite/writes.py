@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from durabl.backend import EnqueueResult
@@ -277,6 +277,28 @@ def fail(
         return "failed-terminal" if set_terminal(conn, values, "failed", extra) else None
     extra = ", run_at = :retry_at, fail_reason = :reason"
     return to_pending_or_supersede(conn, values, extra, "retry-scheduled")
+
+
+def append_journal(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    position: int,
+) -> bool:
+    """Append ``records`` to the journal of the claim ``params`` fences, when it holds
+    exactly ``position`` entries. True when the journal then holds them (a repeat of an
+    append that already applied counts); False when the fence does not hold."""
+    row = conn.execute(f"SELECT journal FROM {JOBS} WHERE {FENCE}", params).fetchone()
+    if row is None:
+        return False
+    journal: list[Any] = list(codec.decode_journal(row["journal"]))
+    if len(journal) != position:
+        # Only the claim holder appends: entries past ``position`` are this append.
+        return len(journal) >= position + len(records)
+    journal.extend(records)
+    text = codec.encode_payload(journal)
+    conn.execute(f"UPDATE {JOBS} SET journal = :journal WHERE {FENCE}", {**params, "journal": text})
+    return True
 
 
 # -- recovery and operations ------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""The journal format: what each entry holds, how entries decode, and what they weigh.
+
+A journal is a list of portable dicts stored on the job, in append order. Three kinds:
+
+- ``{"kind": "step", "seq", "name", "result", "key", "at", "attempt"}``: a completed step;
+- ``{"kind": "sleep", "seq", "name", "wake_at", "at", "attempt"}``: a durable sleep;
+- ``{"kind": "bootstrap", "started_at", "seed", "at"}``: what ``octx.now()`` and
+  ``octx.uuid()`` derive from; at most one, outside the step numbering.
+
+``seq`` numbers steps and sleeps from 0 in the order the body asks for them: a step's
+identity is its position and its name. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from durabl.clock import as_utc
+from durabl.exceptions import DurablError
+from durabl.job import Job, JournalRecord
+from durabl.memory import _portable
+from durabl.options import MAX_PAYLOAD_BYTES
+from durabl.payload import check_payload
+
+STEP = "step"
+SLEEP = "sleep"
+BOOTSTRAP = "bootstrap"
+DEFAULT_MAX_JOURNAL_BYTES = 4 * 1024 * 1024
+"""The default cap on one job's journal (a job's data shares the same budget)."""
+
+EntryKind = Literal["step", "sleep"]
+
+
+class StepResultError(DurablError, TypeError):
+    """A step returned a value the store cannot hold (checked before it is journaled).
+
+    The run fails at once (``fatal``): retrying would repeat the step's side effect and
+    fail again the same way."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One journaled step or sleep, decoded: ``seq`` is its position among the body's
+    steps and sleeps, ``at`` when it was journaled, ``attempt`` the attempt that ran it."""
+
+    name: str
+    result: Any
+    seq: int
+    kind: EntryKind = "step"
+    at: datetime | None = None
+    attempt: int | None = None
+    idempotency_key: str | None = None
+    wake_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The journaled start instant and seed behind ``octx.now()`` and ``octx.uuid()``."""
+
+    started_at: datetime
+    seed: str
+
+
+def portable(value: Any) -> Any:
+    """A fresh copy of a checked value as every store returns it (tuples as lists,
+    datetimes as aware UTC milliseconds), so a step returns the same value the first time
+    as on every replay."""
+    return _portable(value)
+
+
+def step_entry(
+    seq: int, name: str, result: Any, *, key: str, at: datetime, attempt: int
+) -> dict[str, Any]:
+    """A step's journal entry; :class:`StepResultError` if ``result`` is not storable."""
+    try:
+        check_payload(result, what=f"result of step {name!r}")
+    except TypeError as exc:
+        raise StepResultError(
+            f"{exc}. A step's result is journaled on the job: return ids and plain data "
+            "(None, bool, int, float, str, bytes, datetime, list, dict with str keys)"
+        ) from None
+    return {
+        "kind": STEP,
+        "seq": seq,
+        "name": name,
+        "result": portable(result),
+        "key": key,
+        "at": at,
+        "attempt": attempt,
+    }
+
+
+def sleep_entry(
+    seq: int, name: str, wake_at: datetime, *, at: datetime, attempt: int
+) -> dict[str, Any]:
+    return {
+        "kind": SLEEP,
+        "seq": seq,
+        "name": name,
+        "wake_at": wake_at,
+        "at": at,
+        "attempt": attempt,
+    }
+
+
+def bootstrap_entry(started_at: datetime, seed: str, *, at: datetime) -> dict[str, Any]:
+    return {"kind": BOOTSTRAP, "started_at": started_at, "seed": seed, "at": at}
+
+
+def _opt_time(value: Any) -> datetime | None:
+    return as_utc(value) if isinstance(value, datetime) else None
+
+
+def decode_entry(entry: JournalRecord) -> StepRecord:
+    kind = entry.get("kind")
+    if kind not in (STEP, SLEEP):
+        raise DurablError(f"journal entry of unknown kind {kind!r}")
+    return StepRecord(
+        name=str(entry.get("name")),
+        result=entry.get("result"),
+        seq=int(entry.get("seq", -1)),
+        kind="step" if kind == STEP else "sleep",
+        at=_opt_time(entry.get("at")),
+        attempt=entry.get("attempt"),
+        idempotency_key=entry.get("key"),
+        wake_at=_opt_time(entry.get("wake_at")),
+    )
+
+
+def decode(journal: Iterable[JournalRecord]) -> tuple[list[StepRecord], Bootstrap | None]:
+    """Steps and sleeps in order, and the bootstrap if one was journaled."""
+    steps: list[StepRecord] = []
+    bootstrap: Bootstrap | None = None
+    for entry in journal:
+        if entry.get("kind") == BOOTSTRAP:
+            if bootstrap is None:
+                bootstrap = Bootstrap(as_utc(entry["started_at"]), str(entry["seed"]))
+        else:
+            steps.append(decode_entry(entry))
+    return steps, bootstrap
+
+
+# -- size -------------------------------------------------------------------------------------
+def entry_size(index: int, entry: Mapping[str, Any]) -> int:
+    """The bytes ``entry`` adds to the journal array at ``index`` (BSON element)."""
+    return 2 + len(str(index)) + check_payload(dict(entry), what="journal entry")
+
+
+def journal_size(journal: Iterable[JournalRecord]) -> int:
+    """The BSON size of the journal array."""
+    return 5 + sum(entry_size(i, e) for i, e in enumerate(journal))
+
+
+def job_weight(job: Job[Any]) -> int:
+    """What the job's own data takes of the shared budget (as enqueue counts it)."""
+    key = job.dedupe_key or ""
+    return (
+        check_payload(job.data)
+        + len(job.type.encode("utf-8", "replace"))
+        + 2 * len(key.encode("utf-8", "replace"))
+    )
+
+
+def journal_budget(job: Job[Any], max_journal_bytes: int) -> int:
+    """How large this job's journal may grow: the configured cap, and never so large that
+    data and journal together leave no room for the logs and failure reason the job must
+    still be able to take (the payload budget of :mod:`durabl.options`)."""
+    return max(min(max_journal_bytes, MAX_PAYLOAD_BYTES - job_weight(job)), 0)
+
+
+# -- determinism ------------------------------------------------------------------------------
+def derive_uuid(seed: str, label: str) -> str:
+    """A UUID (version 4 layout) derived from the journaled seed and ``label``: the same
+    on every resume. Not for secrets: anyone who reads the journal can derive it."""
+    digest = hashlib.sha256(f"{seed}\x00{label}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
