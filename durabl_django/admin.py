@@ -1,0 +1,144 @@
+"""The durabl admin: failed jobs (retry, delete), pending and active jobs, and a queue
+overview, under "Durabl" on the default admin site.
+
+Jobs are not ORM rows. The placeholder models in :mod:`durabl_django.models` give each
+page an app-index entry and Django's permission machinery; the ModelAdmins below replace
+the usual add/change/delete views with the pages in :mod:`durabl_django.views` and
+:mod:`durabl_django.admin_actions`, each wrapped in ``admin_site.admin_view`` (staff
+login, CSRF protection, no caching).
+
+URLs (under the admin's root):
+
+- ``durabl_django/job/``: failed jobs (``?type=&kind=&q=&p=``), its action form posts here
+- ``durabl_django/job/<id>/``: a job's detail page (any status)
+- ``durabl_django/job/retry/``, ``durabl_django/job/delete/``: confirm, then act on the
+  selected ids (``_selected_action``) or on every match (``select_across=1``)
+- ``durabl_django/job/<id>/retry/``, ``durabl_django/job/<id>/delete/``: one job
+- ``durabl_django/pendingjob/``, ``durabl_django/activejob/``: read-only lists
+- ``durabl_django/queueoverview/``: per-type counts and lag
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+
+from durabl_django import admin_actions, views
+from durabl_django.admin_support import DELETE_PERMISSION, VIEW_PERMISSION, has_perm
+from durabl_django.models import ActiveJob, Job, PendingJob, QueueOverview
+
+View = Callable[..., HttpResponse]
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Model]
+else:  # ModelAdmin is generic only in django-stubs
+    _ModelAdmin = admin.ModelAdmin
+
+
+class DurablAdmin(_ModelAdmin):
+    """Shared by every durabl page: permissions come from the placeholder ``Job`` model,
+    whatever the proxy, and nothing is ever added or changed through a form."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return has_perm(request, VIEW_PERMISSION)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return has_perm(request, VIEW_PERMISSION)
+
+    def wrap(self, view: View, *args: Any) -> Callable[..., HttpResponse]:
+        """``view(self, request, *args, **url_kwargs)`` behind the admin's checks."""
+
+        def wrapper(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+            return view(self, request, *args, **kwargs)
+
+        wrapper.model_admin = self  # type: ignore[attr-defined]
+        return self.admin_site.admin_view(wrapper)
+
+    def name(self, suffix: str) -> str:
+        return f"{self.opts.app_label}_{self.opts.model_name}_{suffix}"
+
+    def detail_urls(self) -> list[URLPattern]:
+        detail = self.wrap(views.job_detail)
+        return [
+            path("<str:job_id>/", detail, name=self.name("detail")),
+            # Django's own name for an object's page: "Recent actions" links through it.
+            path("<str:job_id>/", detail, name=self.name("change")),
+        ]
+
+
+@admin.register(Job)
+class FailedJobAdmin(DurablAdmin):
+    """Failed jobs: the placeholder's changelist, with retry and delete."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return has_perm(request, VIEW_PERMISSION) and has_perm(request, DELETE_PERMISSION)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("", self.wrap(failed_changelist), name=self.name("changelist")),
+            path(
+                "retry/",
+                self.wrap(admin_actions.bulk_action, "retry"),
+                name=self.name("retry"),
+            ),
+            path(
+                "delete/",
+                self.wrap(admin_actions.bulk_action, "delete"),
+                name=self.name("delete"),
+            ),
+            path(
+                "<str:job_id>/retry/",
+                self.wrap(admin_actions.single_action, "retry"),
+                name=self.name("retry_one"),
+            ),
+            path(
+                "<str:job_id>/delete/",
+                self.wrap(admin_actions.single_action, "delete"),
+                name=self.name("delete_one"),
+            ),
+            *self.detail_urls(),
+        ]
+
+
+def failed_changelist(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return admin_actions.changelist_action(model_admin, request)
+    return views.job_list(model_admin, request, "failed")
+
+
+@admin.register(PendingJob)
+class PendingJobAdmin(DurablAdmin):
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("", self.wrap(views.job_list, "pending"), name=self.name("changelist")),
+            *self.detail_urls(),
+        ]
+
+
+@admin.register(ActiveJob)
+class ActiveJobAdmin(DurablAdmin):
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("", self.wrap(views.job_list, "active"), name=self.name("changelist")),
+            *self.detail_urls(),
+        ]
+
+
+@admin.register(QueueOverview)
+class QueueOverviewAdmin(DurablAdmin):
+    def get_urls(self) -> list[URLPattern]:
+        return [path("", self.wrap(views.queue_overview), name=self.name("changelist"))]

@@ -1,0 +1,328 @@
+"""Retry and delete for failed jobs, from the admin.
+
+Every action is two steps: a confirmation page (a GET, or the changelist's action form,
+which changes nothing) and a CSRF-protected POST carrying ``post=yes`` that acts, records
+an admin log entry per job, and redirects with a message saying what happened.
+
+A selection is either explicit job ids (``_selected_action``) or every failed job that
+matches the list's filters (``select_across=1``); the latter is resolved in batches when
+the POST arrives, so it covers every page, not just the one on screen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+from durabl import Job as DurablJob
+from durabl import JobQueue
+from durabl_django.admin_support import (
+    DELETE_PERMISSION,
+    RETRY_PERMISSION,
+    SELECTED,
+    JobFilters,
+    JobListing,
+    first_line,
+    get_job_queue,
+    kind_label,
+    require,
+)
+from durabl_django.models import Job
+from durabl_django.views import admin_url, base_context, missing_job, render
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+PREVIEW_SELECTED = 50  # selected jobs listed on a confirmation page (a list page's worth)
+PREVIEW_MATCHING = 20  # jobs listed when acting on every match
+_MAX_ID_LENGTH = 100
+
+# reason -> (one job, several jobs, short form for a mixed summary)
+REASONS: dict[str, tuple[str, str, str]] = {
+    "gone": ("it no longer exists", "they no longer exist", "gone"),
+    "not-failed": ("it is no longer failed", "they are no longer failed", "no longer failed"),
+    "key-live": ("its dedupe key is live", "their dedupe keys are live", "dedupe key live"),
+    "retry-refused": (
+        "it is no longer failed or its dedupe key is live",
+        "they are no longer failed or their dedupe keys are live",
+        "no longer failed or key live",
+    ),
+    "delete-refused": (
+        "it is running or no longer exists",
+        "they are running or no longer exist",
+        "running or gone",
+    ),
+}
+
+
+def _retry(queue: JobQueue, job_id: str) -> str | None:
+    if queue.retry(job_id):
+        return None
+    job = queue.get_job(job_id)  # retry() said no: find out why, as far as we can tell
+    if job is None:
+        return "gone"
+    if job.status != "failed":
+        return "not-failed"
+    if job.dedupe_key is not None and queue.has_outstanding(job.type, job.dedupe_key):
+        return "key-live"
+    return "retry-refused"
+
+
+def _delete(queue: JobQueue, job_id: str) -> str | None:
+    job = queue.get_job(job_id)
+    if job is None:
+        return "gone"
+    if job.status != "failed":  # the admin deletes failed jobs only
+        return "not-failed"
+    return None if queue.delete(job_id) else "delete-refused"
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    permission: str
+    past: str
+    # Acts on one job: None when done, else why it was skipped (a REASONS key).
+    perform: Callable[[JobQueue, str], str | None]
+
+    @property
+    def verb(self) -> str:
+        return self.name
+
+
+ACTIONS = {
+    "retry": Action("retry", RETRY_PERMISSION, "retried", _retry),
+    "delete": Action("delete", DELETE_PERMISSION, "deleted", _delete),
+}
+LIST_ACTIONS = {"retry_selected": "retry", "delete_selected": "delete"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which failed jobs an action is about."""
+
+    ids: tuple[str, ...] = ()
+    across: bool = False
+    filters: JobFilters = field(default_factory=lambda: JobFilters("failed"))
+
+    @classmethod
+    def from_request(cls, request: HttpRequest) -> Selection:
+        data = request.POST if request.method == "POST" else request.GET
+        ids: dict[str, None] = {}
+        for raw in data.getlist(SELECTED):
+            value = raw.strip()
+            if value and len(value) <= _MAX_ID_LENGTH:
+                ids[value] = None
+        filters = JobFilters.from_query("failed", {**request.GET.dict(), **data.dict()})
+        return cls(tuple(ids), data.get("select_across") == "1", filters)
+
+    @property
+    def empty(self) -> bool:
+        return not self.ids and not self.across
+
+    def resolve(self, queue: JobQueue) -> list[str]:
+        if self.across:
+            return JobListing(queue, self.filters).ids()
+        return list(self.ids)
+
+    def hidden_fields(self) -> list[tuple[str, str]]:
+        fields = list(self.filters.params().items())
+        if self.across:
+            return [*fields, ("select_across", "1")]
+        return fields + [(SELECTED, job_id) for job_id in self.ids]
+
+    def back_url(self) -> str:
+        return self.filters.url(admin_url("job_changelist"))
+
+
+@dataclass
+class Outcome:
+    done: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+def summary(action: Action, outcome: Outcome, single_id: str | None = None) -> tuple[int, str]:
+    """The message level and text, e.g. "2 retried, 1 skipped: its dedupe key is live."."""
+    skipped = sum(outcome.skipped.values())
+    done = len(outcome.done)
+    if single_id is not None and done + skipped == 1:
+        if done:
+            extra = ": it is pending again" if action.name == "retry" else ""
+            return messages.SUCCESS, f"Job {single_id} {action.past}{extra}."
+        reason = next(iter(outcome.skipped))
+        return messages.WARNING, f"Job {single_id} not {action.past}: {REASONS[reason][0]}."
+    if not done and not skipped:
+        return messages.INFO, f"No failed jobs matched: nothing was {action.past}."
+    text = f"{done} {action.past}"
+    if skipped:
+        if len(outcome.skipped) == 1:
+            reason = next(iter(outcome.skipped))
+            text += f", {skipped} skipped: {REASONS[reason][0 if skipped == 1 else 1]}"
+        else:
+            parts = ", ".join(f"{n} {REASONS[r][2]}" for r, n in outcome.skipped.most_common())
+            text += f", {skipped} skipped ({parts})"
+    return (messages.WARNING if skipped else messages.SUCCESS), text + "."
+
+
+def _log(request: HttpRequest, ids: list[str], flag: int, message: str) -> None:
+    """One admin LogEntry per job, in one query (they show under "Recent actions"). The
+    rows are built directly: ``LogEntryManager.log_actions`` needs Django >= 5.1."""
+    user_id = request.user.pk
+    if not ids or user_id is None:
+        return
+    content_type = ContentType.objects.get_for_model(Job)
+    LogEntry.objects.bulk_create(
+        LogEntry(
+            user_id=user_id,
+            content_type=content_type,
+            object_id=job_id,
+            object_repr=job_id[:200],
+            action_flag=flag,
+            change_message=message,
+        )
+        for job_id in ids
+    )
+
+
+def run(request: HttpRequest, action: Action, ids: list[str]) -> Outcome:
+    queue = get_job_queue()
+    outcome = Outcome()
+    for job_id in ids:
+        reason = action.perform(queue, job_id)
+        if reason is None:
+            outcome.done.append(job_id)
+        else:
+            outcome.skipped[reason] += 1
+    if action.name == "retry":
+        _log(request, outcome.done, CHANGE, "Retried from the admin.")
+    else:
+        _log(request, outcome.done, DELETION, "")
+    return outcome
+
+
+def _preview(queue: JobQueue, selection: Selection) -> tuple[int, list[DurablJob[Any]], int]:
+    """(how many jobs, the first of them, how many of the listed ids no longer exist)."""
+    if selection.across:
+        listing = JobListing(queue, selection.filters)
+        return listing.count(), listing.fetch(0, PREVIEW_MATCHING), 0
+    jobs = [queue.get_job(job_id) for job_id in selection.ids[:PREVIEW_SELECTED]]
+    found = [job for job in jobs if job is not None]
+    return len(selection.ids), found, len(jobs) - len(found)
+
+
+def confirmation(
+    model_admin: ModelAdmin[Any],
+    request: HttpRequest,
+    action: Action,
+    selection: Selection,
+    *,
+    post_url: str,
+    cancel_url: str,
+    job: DurablJob[Any] | None = None,
+) -> HttpResponse:
+    """The "are you sure?" page: it lists what would be affected and changes nothing."""
+    queue = get_job_queue()
+    count, jobs, missing = _preview(queue, selection)
+    context = {
+        **base_context(model_admin, request, "Are you sure?"),
+        "action": action,
+        "count": count,
+        "across": selection.across,
+        "filter_description": selection.filters.describe(),
+        "jobs": [
+            {
+                "id": j.id,
+                "url": admin_url("job_detail", j.id),
+                "type": j.type,
+                "status": j.status,
+                "kind": kind_label(j.failure_kind),
+                "reason": first_line(j.fail_reason, 100),
+            }
+            for j in jobs
+        ],
+        "more": max(0, count - len(jobs) - missing),
+        "missing": missing,
+        "hidden_fields": selection.hidden_fields(),
+        "post_url": post_url,
+        "cancel_url": cancel_url,
+        "job": job,
+        "list_url": admin_url("job_changelist"),
+    }
+    return render(model_admin, request, "job_action_confirm.html", context)
+
+
+def _finish(
+    request: HttpRequest, action: Action, ids: list[str], to: str, single: str | None = None
+) -> HttpResponse:
+    level, text = summary(action, run(request, action, ids), single)
+    messages.add_message(request, level, text)
+    return HttpResponseRedirect(to)
+
+
+def bulk_action(
+    model_admin: ModelAdmin[Any], request: HttpRequest, name: str, *, confirmed: bool | None = None
+) -> HttpResponse:
+    """``retry/`` and ``delete/``: confirm (GET, or a POST without ``post=yes``), then act
+    on the selection (POST with ``post=yes``) and go back to the filtered list."""
+    action = ACTIONS[name]
+    require(request, action.permission)
+    selection = Selection.from_request(request)
+    if selection.empty:
+        messages.warning(
+            request,
+            "Items must be selected in order to perform actions on them. "
+            "No items have been changed.",
+        )
+        return HttpResponseRedirect(selection.back_url())
+    if confirmed is None:
+        confirmed = request.method == "POST" and request.POST.get("post") == "yes"
+    if confirmed:
+        return _finish(request, action, selection.resolve(get_job_queue()), selection.back_url())
+    return confirmation(
+        model_admin,
+        request,
+        action,
+        selection,
+        post_url=admin_url(f"job_{name}"),
+        cancel_url=selection.back_url(),
+    )
+
+
+def single_action(
+    model_admin: ModelAdmin[Any], request: HttpRequest, name: str, job_id: str
+) -> HttpResponse:
+    """``<id>/retry/`` and ``<id>/delete/`` from the detail page: confirm, then act."""
+    action = ACTIONS[name]
+    require(request, action.permission)
+    detail_url = admin_url("job_detail", job_id)
+    if request.method == "POST" and request.POST.get("post") == "yes":
+        to = detail_url if name == "retry" else admin_url("job_changelist")
+        return _finish(request, action, [job_id], to, single=job_id)
+    job = get_job_queue().get_job(job_id)
+    if job is None:
+        return missing_job(request, job_id)
+    return confirmation(
+        model_admin,
+        request,
+        action,
+        Selection(ids=(job_id,)),
+        post_url=admin_url(f"job_{name}_one", job_id),
+        cancel_url=detail_url,
+        job=job,
+    )
+
+
+def changelist_action(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """The failed list's action form (a POST): show the chosen action's confirmation."""
+    name = LIST_ACTIONS.get(request.POST.get("action", ""))
+    if name is None:
+        messages.warning(request, "No action selected.")
+        return HttpResponseRedirect(Selection.from_request(request).back_url())
+    return bulk_action(model_admin, request, name, confirmed=False)

@@ -1,0 +1,262 @@
+"""Plumbing shared by the admin pages: permissions, list filters, a paginated job
+listing over the queue, and plain-text formatting of what a job carries.
+
+Everything here produces plain strings; templates escape them. Nothing here marks job
+data safe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, overload
+from urllib.parse import urlencode
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+
+import durabl_django
+from durabl import Job
+from durabl.job import FAILURE_KINDS, FailureKind
+
+if TYPE_CHECKING:
+    from durabl import JobQueue
+
+VIEW_PERMISSION = "durabl_django.view_job"
+RETRY_PERMISSION = "durabl_django.retry_job"
+DELETE_PERMISSION = "durabl_django.delete_job"
+
+PAGE_SIZE = 50
+ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matches
+SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works as is
+TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR = "type", "kind", "q", "p"
+
+LISTED_STATUSES = ("failed", "pending", "active")
+KIND_LABELS: Mapping[str, str] = {
+    "retries-exhausted": "Retries exhausted",
+    "fatal": "Fatal",
+    "stalled": "Stalled",
+}
+_MAX_FILTER_LENGTH = 200
+_MAX_PAYLOAD_CHARS = 200_000
+
+
+def get_job_queue() -> JobQueue:
+    """The queue configured from ``settings.DURABL``."""
+    return durabl_django.get_queue()
+
+
+def has_perm(request: HttpRequest, perm: str) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(perm))
+
+
+def require(request: HttpRequest, *perms: str) -> None:
+    """Raise PermissionDenied (403) unless the staff user holds every permission."""
+    for perm in (VIEW_PERMISSION, *perms):
+        if not has_perm(request, perm):
+            raise PermissionDenied
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """What a job list shows: a status plus the filters a user picked."""
+
+    status: str
+    type: str | None = None
+    failure_kind: FailureKind | None = None
+    search: str | None = None
+    page: int = 1
+
+    @classmethod
+    def from_query(cls, status: str, query: Mapping[str, Any]) -> JobFilters:
+        """Read ``type``, ``kind``, ``q`` and ``p``; anything unusable is ignored."""
+
+        def text(name: str) -> str | None:
+            value = query.get(name)
+            if not isinstance(value, str):
+                return None
+            value = value.strip()
+            return value[:_MAX_FILTER_LENGTH] or None
+
+        kind = text(KIND_VAR)
+        failure_kind: FailureKind | None = None
+        if status == "failed":
+            for known in FAILURE_KINDS:
+                if kind == known:
+                    failure_kind = known
+        try:
+            page = max(1, int(text(PAGE_VAR) or 1))
+        except ValueError:
+            page = 1
+        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page)
+
+    def queue_filters(self) -> dict[str, Any]:
+        """Keyword arguments for ``list_jobs`` / ``count_jobs``."""
+        return {
+            "status": self.status,
+            "type": self.type,
+            "failure_kind": self.failure_kind,
+            "search": self.search,
+        }
+
+    def params(self, *, with_page: bool = True) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.type:
+            params[TYPE_VAR] = self.type
+        if self.failure_kind:
+            params[KIND_VAR] = self.failure_kind
+        if self.search:
+            params[SEARCH_VAR] = self.search
+        if with_page and self.page > 1:
+            params[PAGE_VAR] = str(self.page)
+        return params
+
+    def querystring(self, **changes: Any) -> str:
+        """``?...`` for these filters with ``changes`` applied; changing a filter goes back
+        to page 1. Plain ``?`` when nothing is set."""
+        target = self
+        if changes:
+            changes.setdefault("page", 1)
+            target = replace(self, **changes)
+        return "?" + urlencode(target.params())
+
+    def url(self, base: str) -> str:
+        """``base`` with these filters (and page) as its query string, if any."""
+        params = self.params()
+        return f"{base}?{urlencode(params)}" if params else base
+
+    @property
+    def is_filtered(self) -> bool:
+        return bool(self.type or self.failure_kind or self.search)
+
+    def describe(self) -> str:
+        """A human summary, e.g. ``type "email", failure kind "fatal"``."""
+        parts = []
+        if self.type:
+            parts.append(f'type "{self.type}"')
+        if self.failure_kind:
+            parts.append(f'failure kind "{self.failure_kind}"')
+        if self.search:
+            parts.append(f'matching "{self.search}"')
+        return ", ".join(parts)
+
+
+class JobListing:
+    """A lazy, sliceable view of the jobs matching some filters, for Django's Paginator:
+    ``count()`` asks ``count_jobs`` once; a slice is one ``list_jobs(limit, offset)``."""
+
+    def __init__(self, queue: JobQueue, filters: JobFilters) -> None:
+        self.queue = queue
+        self.filters = filters
+        self._count: int | None = None
+
+    def count(self) -> int:
+        if self._count is None:
+            self._count = self.queue.count_jobs(**self.filters.queue_filters())
+        return self._count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    @overload
+    def __getitem__(self, index: int) -> Job[Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Job[Any]]: ...
+    def __getitem__(self, index: int | slice) -> Job[Any] | list[Job[Any]]:
+        if isinstance(index, int):
+            jobs = self.fetch(index, 1)
+            if not jobs:
+                raise IndexError(index)
+            return jobs[0]
+        start, stop, step = index.indices(self.count())
+        if step != 1:
+            raise ValueError("JobListing slices must be contiguous")
+        return self.fetch(start, stop - start) if stop > start else []
+
+    def fetch(self, offset: int, limit: int) -> list[Job[Any]]:
+        return self.queue.list_jobs(**self.filters.queue_filters(), limit=limit, offset=offset)
+
+    def __iter__(self) -> Iterator[Job[Any]]:
+        """Every matching job, ``ACTION_BATCH`` per query."""
+        offset = 0
+        while True:
+            jobs = self.fetch(offset, ACTION_BATCH)
+            yield from jobs
+            if len(jobs) < ACTION_BATCH:
+                return
+            offset += ACTION_BATCH
+
+    def ids(self) -> list[str]:
+        """Every matching id, each once (a job that moves between two batches could
+        otherwise show up twice). Taken in full before anything acts on the jobs: acting
+        moves them out of these filters and would shift the offsets."""
+        return list(dict.fromkeys(job.id for job in self))
+
+
+# -- formatting: everything returns plain text for the templates to escape ------------------
+
+
+def first_line(text: str | None, width: int = 120) -> str:
+    """The first non-blank line of ``text``, cut to ``width`` characters."""
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if line:
+            return line if len(line) <= width else line[: width - 1] + "\u2026"
+    return ""
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds()} s"
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        shown = raw[:64].hex()
+        more = "\u2026" if len(raw) > 64 else ""
+        return f"<{len(raw)} bytes: {shown}{more}>"
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return str(value)
+
+
+def format_payload(data: object) -> str:
+    """Pretty-printed JSON; values JSON cannot hold (bytes, datetimes, ObjectIds...) are
+    shown as text. Very large payloads are cut with a note."""
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(data)
+    if len(text) > _MAX_PAYLOAD_CHARS:
+        cut = len(text) - _MAX_PAYLOAD_CHARS
+        text = f"{text[:_MAX_PAYLOAD_CHARS]}\n\u2026 ({cut} more characters not shown)"
+    return text
+
+
+def humanize_seconds(seconds: float) -> str:
+    """``42 s``, ``4 min 12 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    if not math.isfinite(seconds):
+        return "\u2014"
+    whole = int(seconds)
+    if whole < 60:
+        return "< 1 s" if seconds < 1 else f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def attempts_text(job: Job[Any]) -> str:
+    return f"{job.attempts}/{job.max_attempts}"
+
+
+def kind_label(kind: str | None) -> str:
+    return KIND_LABELS.get(kind or "", kind or "")

@@ -1,0 +1,62 @@
+"""Placeholder models for the admin.
+
+Jobs live in durabl's store, not in Django's database, so nothing here has a table: the
+models exist so that the admin has something to hang its pages on (an app-index entry per
+page) and so that Django creates the permissions the pages check:
+
+- ``durabl_django.view_job``: browse jobs and the queue overview (staff only);
+- ``durabl_django.retry_job``: retry failed jobs;
+- ``durabl_django.delete_job``: delete failed jobs.
+
+The admin never queries these models.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Job(models.Model):
+    """A durabl job. Its admin entry is the failed-jobs list."""
+
+    id: models.CharField[str, str] = models.CharField(primary_key=True, max_length=64)
+
+    class Meta:
+        managed = False
+        default_permissions = ("view", "delete")
+        permissions = (("retry_job", "Can retry failed jobs"),)
+        verbose_name = "job"
+        verbose_name_plural = "failed jobs"
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class PendingJob(Job):
+    """The pending-jobs page (read-only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "pending job"
+        verbose_name_plural = "pending jobs"
+
+
+class ActiveJob(Job):
+    """The active-jobs page (read-only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "active job"
+        verbose_name_plural = "active jobs"
+
+
+class QueueOverview(Job):
+    """The per-type queue overview page."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "queue overview"
+        verbose_name_plural = "queue overview"

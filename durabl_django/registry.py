@@ -1,0 +1,157 @@
+"""Declared job handlers: ``@durabl_django.job("type", ...)`` in each app's ``jobs.py``.
+
+Declaring records a :class:`JobSpec` and starts nothing: a web process that imports every
+``jobs`` module never consumes. ``manage.py runworkers`` turns the specs into
+``queue.process(...)`` calls. Mistakes are kept for the system checks instead of raised at
+import: a type declared twice (``durabl.E005``) and a ``jobs`` module that fails to import
+(``durabl.E004``).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from importlib import import_module
+from typing import Any, TypeVar
+
+from durabl import Job, JobContext
+
+Handler = Callable[[Job[Any], JobContext], object]
+H = TypeVar("H", bound=Handler)
+Seconds = float | timedelta
+
+JOBS_MODULE = "jobs"
+
+
+def origin(handler: object) -> str:
+    """``module.qualname`` of a handler, for messages."""
+    module = getattr(handler, "__module__", None) or "?"
+    name = getattr(handler, "__qualname__", None) or repr(handler)
+    return f"{module}.{name}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One declared job type: what ``queue.process`` needs to run it."""
+
+    type: str
+    handler: Handler
+    concurrency: int = 1
+    poll_interval: Seconds | None = None
+    heartbeat_interval: Seconds | None = None
+
+    @property
+    def origin(self) -> str:
+        return origin(self.handler)
+
+    def with_concurrency(self, concurrency: int) -> JobSpec:
+        return replace(self, concurrency=concurrency)
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A ``jobs`` module that raised while it was imported."""
+
+    module: str
+    error: BaseException
+    traceback: str
+
+
+class JobRegistry:
+    """Every declared job type of this process. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[str, JobSpec] = {}
+        self.duplicates: list[tuple[JobSpec, JobSpec]] = []
+        self.import_failures: list[ImportFailure] = []
+
+    def add(self, spec: JobSpec) -> None:
+        """Record ``spec``; a second declaration of its type from another handler is kept
+        in :attr:`duplicates` (the first one stays in force)."""
+        with self._lock:
+            first = self._specs.get(spec.type)
+            if first is None or first.origin == spec.origin:  # a module imported again
+                self._specs[spec.type] = spec
+            elif (first, spec) not in self.duplicates:
+                self.duplicates.append((first, spec))
+
+    def specs(self) -> dict[str, JobSpec]:
+        """Declared types, sorted by name."""
+        with self._lock:
+            return dict(sorted(self._specs.items()))
+
+    def get(self, type: str) -> JobSpec | None:
+        with self._lock:
+            return self._specs.get(type)
+
+    def record_import_failure(self, module: str, error: BaseException) -> None:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        with self._lock:
+            self.import_failures = [f for f in self.import_failures if f.module != module]
+            self.import_failures.append(ImportFailure(module, error, text))
+
+    def clear_import_failure(self, module: str) -> None:
+        with self._lock:
+            self.import_failures = [f for f in self.import_failures if f.module != module]
+
+
+registry = JobRegistry()
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if value is None:
+        return
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+
+
+def job(
+    type: str,
+    *,
+    concurrency: int = 1,
+    poll_interval: Seconds | None = None,
+    heartbeat_interval: Seconds | None = None,
+) -> Callable[[H], H]:
+    """Declare ``handler(job, ctx)`` as the handler of job ``type``; starts nothing.
+
+    ``manage.py runworkers`` runs it on ``concurrency`` worker threads with
+    ``queue.process(type, handler, concurrency=..., poll_interval=...,
+    heartbeat_interval=...)``. The decorated function is returned unchanged.
+    """
+    if not isinstance(type, str) or not type:
+        raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    _check_seconds("poll_interval", poll_interval)
+    _check_seconds("heartbeat_interval", heartbeat_interval)
+
+    def declare(handler: H) -> H:
+        if not callable(handler):
+            raise TypeError(f"@job({type!r}) must decorate a callable, got {handler!r}")
+        registry.add(JobSpec(type, handler, concurrency, poll_interval, heartbeat_interval))
+        return handler
+
+    return declare
+
+
+def autodiscover() -> None:
+    """Import every installed app's ``jobs`` module (as ``autodiscover_modules("jobs")``
+    does), keeping a module that raises for ``durabl.E004`` instead of failing startup."""
+    from django.apps import apps
+    from django.utils.module_loading import module_has_submodule
+
+    for app_config in apps.get_app_configs():
+        if not module_has_submodule(app_config.module, JOBS_MODULE):
+            continue
+        name = f"{app_config.name}.{JOBS_MODULE}"
+        try:
+            import_module(name)
+        except Exception as exc:
+            registry.record_import_failure(name, exc)
+        else:
+            registry.clear_import_failure(name)

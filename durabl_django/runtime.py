@@ -1,0 +1,204 @@
+"""The process-wide queue built from ``settings.DURABL``, and enqueueing from Django code.
+
+:func:`configure` hands a lazily built backend to :func:`durabl.set_global_backend`: no
+connection, no file and no thread until the queue is first used. A bad setting leaves a
+stand-in backend whose every use raises ``ImproperlyConfigured`` with the message the
+system check shows, so a view calling ``durabl.get_default_queue().enqueue(...)`` fails
+clearly instead of deep inside a driver.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, NoReturn, cast
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from durabl import (
+    Backend,
+    JobEvent,
+    JobQueue,
+    MemoryBackend,
+    backend_from_url,
+    get_default_queue,
+    set_global_backend,
+)
+from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
+
+MONGO_SCHEMES = ("mongodb", "mongodb+srv", "mongomock")
+
+_lock = threading.RLock()
+_configured = False
+_handed_out: JobQueue | None = None  # the queue get_queue() returned for this configuration
+
+
+def url_scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def import_setting(name: str) -> Any:
+    """The object a dotted-path setting names; ``ImproperlyConfigured`` when it does not
+    import (check ``durabl.E006``)."""
+    path = getattr(durabl_settings, name)
+    try:
+        return import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"settings.{SETTING_NAME}['{name}'] = {path!r} does not import: {exc}"
+        ) from exc
+
+
+def build_backend(**client_options: Any) -> Backend:
+    """A backend from the settings (``BACKEND`` wins over ``URL``). Connects nothing.
+
+    ``client_options`` go to the MongoDB client (the connectivity check passes short
+    timeouts). Raises ``ImproperlyConfigured`` for any bad setting.
+    """
+    problems = settings_problems()
+    if problems:
+        raise ImproperlyConfigured(f"{problems[0].msg} ({problems[0].id})")
+    if durabl_settings.BACKEND is not None:
+        factory = import_setting("BACKEND")
+        if not callable(factory):
+            raise ImproperlyConfigured(
+                f"settings.{SETTING_NAME}['BACKEND'] must name a backend class or factory, "
+                f"got {factory!r}"
+            )
+        return cast(Backend, factory())
+    url = durabl_settings.URL
+    scheme = url_scheme(url)
+    options: dict[str, Any] = {}
+    if scheme in MONGO_SCHEMES:
+        options = {
+            "database": durabl_settings.DATABASE,
+            "collection": durabl_settings.COLLECTION,
+            "use_change_streams": durabl_settings.CHANGE_STREAMS,
+        }
+        if scheme != "mongomock":
+            options.update(client_options)
+    elif scheme == "sqlite" and durabl_settings.CHANGE_STREAMS:
+        raise ImproperlyConfigured(
+            f"settings.{SETTING_NAME}['CHANGE_STREAMS'] needs a mongodb:// URL; "
+            f"SQLite has no change streams (URL {url!r})"
+        )
+    try:
+        return backend_from_url(url, **options)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"settings.{SETTING_NAME}['URL'] = {url!r}: {exc}") from exc
+
+
+def event_sink() -> Callable[[JobEvent], object] | None:
+    if durabl_settings.EVENT_SINK is None:
+        return None
+    sink = import_setting("EVENT_SINK")
+    if not callable(sink):
+        raise ImproperlyConfigured(
+            f"settings.{SETTING_NAME}['EVENT_SINK'] must name a callable, got {sink!r}"
+        )
+    return cast(Callable[[JobEvent], object], sink)
+
+
+class MisconfiguredBackend(MemoryBackend):
+    """Stands in for the backend when ``settings.DURABL`` is wrong: every store operation
+    raises ``ImproperlyConfigured`` (construction stays cheap and silent, so
+    ``AppConfig.ready()`` never fails and ``manage.py check`` can report the problem)."""
+
+    def __init__(self, error: ImproperlyConfigured) -> None:
+        super().__init__()
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"MisconfiguredBackend({self.error})"
+
+    def _raise(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ImproperlyConfigured(str(self.error)) from self.error
+
+    startup = enqueue = claim_or_enqueue = claim = claim_next_by_key = _raise
+    heartbeat = complete = fail = fail_fatal = release = reap = recover_stuck_jobs = _raise
+    has_outstanding = get_job = list_jobs = count_jobs = retry = delete = _raise
+    get_stats = job_types = check_size = _raise
+
+
+def configure() -> None:
+    """(Re)configure durabl's global queue from the settings. Never connects; never raises
+    for a bad setting (the stand-in backend raises on use instead)."""
+    global _configured, _handed_out
+    with _lock:
+        previous, _handed_out = _handed_out, None
+        try:
+            backend = build_backend()
+            sink = event_sink()
+            timeout = durabl_settings.seconds("VISIBILITY_TIMEOUT")
+        except ImproperlyConfigured as exc:
+            set_global_backend(MisconfiguredBackend(exc))
+        else:
+            set_global_backend(backend, visibility_timeout=timeout, on_job_event=sink)
+        _configured = True
+    if previous is not None:
+        retire(previous)
+
+
+def retire(queue: JobQueue) -> None:
+    """Shut down a queue built for an earlier configuration and close its backend."""
+    try:
+        queue.shutdown(timeout=5.0)
+    finally:
+        if not isinstance(queue.backend, MisconfiguredBackend):
+            queue.backend.close()
+
+
+def get_queue() -> JobQueue:
+    """The configured default queue (``durabl.get_default_queue()``), built on first use."""
+    global _handed_out
+    with _lock:
+        if not _configured:
+            configure()
+        queue = get_default_queue()
+        _handed_out = queue
+    if isinstance(queue.backend, MisconfiguredBackend):
+        raise ImproperlyConfigured(str(queue.backend.error)) from queue.backend.error
+    return queue
+
+
+def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: a new ``DURABL`` takes effect at once."""
+    if setting == SETTING_NAME:
+        durabl_settings.reload()
+        configure()
+
+
+# -- enqueueing ---------------------------------------------------------------------------------
+def enqueue(type: str, data: Any, **options: Any) -> str | None:
+    """``get_queue().enqueue(type, data, **options)``: the new job id, or None when its
+    dedupe slot is taken."""
+    return get_queue().enqueue(type, data, **options)
+
+
+def validate_enqueue(type: str, data: Any, **options: Any) -> None:
+    """Raise now what ``enqueue(type, data, **options)`` would raise for a bad option or
+    payload (``TypeError``/``ValueError``), without touching the store.
+
+    durabl has no public validator, so this runs the real ``JobQueue.enqueue`` against a
+    throwaway in-memory backend: the same checks, nothing written anywhere that matters.
+    """
+    JobQueue(MemoryBackend()).enqueue(type, data, **options)
+
+
+def enqueue_on_commit(
+    type: str, data: Any, *, using: str | None = None, robust: bool = False, **options: Any
+) -> None:
+    """Enqueue after the current transaction on ``using`` commits (at once outside one);
+    nothing is enqueued if it rolls back. Options and payload are validated now, so a
+    mistake raises here, and the payload is copied, so later changes to ``data`` do not
+    leak into the job. ``robust`` is ``transaction.on_commit``'s."""
+    from django.db import transaction
+
+    validate_enqueue(type, data, **options)
+    payload = copy.deepcopy(data)
+    transaction.on_commit(
+        functools.partial(enqueue, type, payload, **options), using=using, robust=robust
+    )

@@ -1,0 +1,186 @@
+"""What ``manage.py runworkers`` runs: the declared job types, and how it stops.
+
+Stopping: the first SIGTERM/SIGINT starts durabl's drain (``queue.install_signal_handlers``);
+the main thread waits on an event set when ``queue.draining`` resolves, then returns. A
+second signal during the drain ends the process at once with exit code 1: running jobs are
+abandoned, and their leases expire for the reaper to hand them back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from types import FrameType
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from durabl import JobQueue
+from durabl_django.registry import JobSpec, registry
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+ABORT_EXIT_CODE = 1  # a second signal: stopped without waiting for running jobs
+
+
+class Output(Protocol):
+    """A text stream: ``sys.stdout`` or a management command's ``OutputWrapper``."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+def task_specs() -> list[JobSpec]:
+    """Job types of every ``TASKS`` backend that is a ``DurablBackend``."""
+    configured = getattr(settings, "TASKS", None)
+    if not isinstance(configured, dict):
+        return []
+    specs: list[JobSpec] = []
+    for alias, params in configured.items():
+        path = params.get("BACKEND") if isinstance(params, dict) else None
+        try:
+            backend_class = import_string(str(path))
+        except ImportError:
+            continue  # the task framework reports its own broken backends
+        if _is_durabl_backend(backend_class):
+            from durabl_django.tasks import task_job_specs
+
+            specs += task_job_specs(alias, params)
+    return specs
+
+
+def _is_durabl_backend(candidate: object) -> bool:
+    try:
+        from durabl_django.tasks import DurablBackend
+    except ImportError:
+        return False
+    return isinstance(candidate, type) and issubclass(candidate, DurablBackend)
+
+
+def declared_jobs() -> dict[str, JobSpec]:
+    """Every job type this project declares: ``@job`` handlers and django.tasks queues."""
+    specs = registry.specs()
+    for spec in task_specs():
+        known = specs.get(spec.type)
+        if known is None:
+            specs[spec.type] = spec
+        elif known.handler is spec.handler:  # two TASKS aliases share a queue name
+            specs[spec.type] = replace(known, concurrency=max(known.concurrency, spec.concurrency))
+        else:
+            raise ImproperlyConfigured(
+                f"job type {spec.type!r} is declared by {known.origin} and is also a "
+                "django.tasks queue; rename one of them"
+            )
+    return dict(sorted(specs.items()))
+
+
+def select(specs: dict[str, JobSpec], types: Iterable[str] | None) -> list[JobSpec]:
+    """The specs named by ``types`` (all when None); ``KeyError`` lists what is unknown."""
+    if not types:
+        return list(specs.values())
+    wanted = list(dict.fromkeys(types))
+    unknown = [t for t in wanted if t not in specs]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    return [specs[t] for t in wanted]
+
+
+def startup_line(specs: list[JobSpec], *, reaper: bool) -> str:
+    types = ", ".join(f"{spec.type} (x{spec.concurrency})" for spec in specs)
+    return (
+        f"durabl: processing {types}; reaper {'on' if reaper else 'off'}; Ctrl-C or SIGTERM to stop"
+    )
+
+
+class Runner:
+    """Start processing ``specs`` on ``queue``, then block until a signal's drain ends."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        specs: list[JobSpec],
+        *,
+        reaper: bool = True,
+        shutdown_timeout: float = 30.0,
+        stdout: Output | None = None,
+        stderr: Output | None = None,
+        hard_exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.queue = queue
+        self.specs = specs
+        self.reaper = reaper
+        self.shutdown_timeout = shutdown_timeout
+        self.stdout: Output = stdout or sys.stdout
+        self.stderr: Output = stderr or sys.stderr
+        self.hard_exit = hard_exit
+        self.drained = threading.Event()
+        self._durabl_handlers: dict[int, Any] = {}
+        self._signalled = False
+
+    def start(self) -> None:
+        """Connect, start the workers and the reaper, and take over the signals."""
+        self.queue.startup()
+        for spec in self.specs:
+            self.queue.process(
+                spec.type,
+                spec.handler,
+                concurrency=spec.concurrency,
+                poll_interval=spec.poll_interval,
+                heartbeat_interval=spec.heartbeat_interval,
+            )
+        if self.reaper:
+            self.queue.start_reaper()
+        self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
+        for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's
+            self._durabl_handlers[sig] = signal.signal(sig, self._on_signal)
+        if self.queue.draining is not None:  # a signal reached durabl's handler before ours
+            self._signalled = True
+            self._watch_drain()
+        self.stdout.write(startup_line(self.specs, reaper=self.reaper) + "\n")
+        self.stdout.flush()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._signalled:
+            self.stderr.write(
+                f"durabl: second signal ({signal.Signals(signum).name}) during the drain: "
+                "stopping now; jobs still running are abandoned and the reaper will return "
+                "them to pending once their lease expires\n"
+            )
+            self.stderr.flush()
+            self.stdout.flush()
+            self.hard_exit(ABORT_EXIT_CODE)
+            return
+        self._signalled = True
+        self.stderr.write(
+            f"durabl: {signal.Signals(signum).name} received, draining (up to "
+            f"{self.shutdown_timeout:g} s; signal again to stop at once)\n"
+        )
+        self.stderr.flush()
+        durabl_handler = self._durabl_handlers[signum]  # starts the drain in a thread
+        durabl_handler(signum, frame)
+        self._watch_drain()
+
+    def _watch_drain(self) -> None:
+        future = self.queue.draining
+        if future is None:  # the drain did not start: nothing to wait for
+            self.drained.set()
+        else:
+            future.add_done_callback(lambda _: self.drained.set())
+
+    def wait(self) -> None:
+        """Block until the drain started by a signal is done, then restore the signals."""
+        try:
+            self.drained.wait()
+        finally:
+            for sig, handler in self._durabl_handlers.items():
+                if signal.getsignal(sig) is self._on_signal:
+                    signal.signal(sig, handler)
+            self._uninstall()
+        self.stdout.write("durabl: drained; exiting\n")
+        self.stdout.flush()

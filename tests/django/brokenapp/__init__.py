@@ -1,0 +1,1 @@
+"""An app whose ``jobs`` module raises on import (for check durabl.E004). Not installed."""

@@ -1,0 +1,277 @@
+"""Retry and delete from the durabl admin: confirmation first (GET changes nothing), then a
+CSRF-protected POST that acts and says what it did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+from django.urls import reverse
+
+import durabl_django
+from durabl import JobQueue
+from durabl_django import admin_support
+from durabl_django.admin_actions import ACTIONS, Outcome, summary
+from tests.django.test_admin_helpers import csrf_token, fail_jobs, make_user, messages_of
+
+pytestmark = pytest.mark.django_db
+
+FAILED = "admin:durabl_django_job_changelist"
+RETRY = "admin:durabl_django_job_retry"
+DELETE = "admin:durabl_django_job_delete"
+
+
+@pytest.fixture
+def queue() -> JobQueue:
+    return durabl_django.get_queue()
+
+
+@pytest.fixture
+def superuser(django_user_model: Any) -> AbstractBaseUser:
+    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
+    return user
+
+
+@pytest.fixture
+def csrf_client(superuser: AbstractBaseUser) -> Client:
+    """A logged-in superuser whose POSTs must carry a CSRF token, as a browser's do."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(superuser)
+    return client
+
+
+def statuses(queue: JobQueue, ids: list[str]) -> list[str | None]:
+    return [job.status if (job := queue.get_job(i)) else None for i in ids]
+
+
+def confirm(client: Client, url: str, data: dict[str, Any]) -> Any:
+    """Open the confirmation page (a GET) and submit it with its own CSRF token."""
+    page = client.get(url, data)
+    assert page.status_code == 200
+    form = {**data, "post": "yes", "csrfmiddlewaretoken": csrf_token(page)}
+    return client.post(url, form, follow=True)
+
+
+def test_list_action_form_shows_a_confirmation_and_changes_nothing(
+    csrf_client: Client, queue: JobQueue
+) -> None:
+    ids = fail_jobs(queue, 3)
+    listing = csrf_client.get(reverse(FAILED), {"type": "email"})
+    response = csrf_client.post(
+        reverse(FAILED) + "?type=email",
+        {
+            "action": "retry_selected",
+            "_selected_action": ids[:2],
+            "csrfmiddlewaretoken": csrf_token(listing),
+        },
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Are you sure you want to retry the 2 selected jobs?" in page
+    assert f'action="{reverse(RETRY)}"' in page
+    assert '<input type="hidden" name="type" value="email">' in page
+    assert statuses(queue, ids) == ["failed"] * 3
+
+
+def test_retry_confirmation_get_changes_nothing(admin_client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 2)
+    response = admin_client.get(reverse(RETRY), {"_selected_action": ids})
+    assert response.status_code == 200
+    assert statuses(queue, ids) == ["failed", "failed"]
+    # GET with post=yes is still only a confirmation.
+    admin_client.get(reverse(RETRY), {"_selected_action": ids, "post": "yes"})
+    assert statuses(queue, ids) == ["failed", "failed"]
+
+
+def test_post_without_csrf_token_is_rejected(csrf_client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 1)
+    for url in (
+        reverse(RETRY),
+        reverse(DELETE),
+        reverse("admin:durabl_django_job_retry_one", args=ids),
+        reverse("admin:durabl_django_job_delete_one", args=ids),
+    ):
+        response = csrf_client.post(url, {"_selected_action": ids, "post": "yes"})
+        assert response.status_code == 403, url
+    assert statuses(queue, ids) == ["failed"]
+
+
+def test_retry_selected(csrf_client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 3)
+    response = confirm(csrf_client, reverse(RETRY), {"_selected_action": ids[:2], "p": "1"})
+    assert response.redirect_chain == [(reverse(FAILED), 302)]
+    assert messages_of(response) == ["2 retried."]
+    assert statuses(queue, ids) == ["pending", "pending", "failed"]
+    retried = queue.get_job(ids[0])
+    assert retried is not None and retried.attempts == 0
+
+
+def test_retry_reports_a_job_whose_dedupe_key_is_live(csrf_client: Client, queue: JobQueue) -> None:
+    blocked = fail_jobs(queue, 1, dedupe="invoice-9")
+    others = fail_jobs(queue, 2, dedupe="other-")
+    assert queue.enqueue("email", {"again": True}, dedupe_key="invoice-9") is not None
+    ids = [*blocked, *others]
+    response = confirm(csrf_client, reverse(RETRY), {"_selected_action": ids})
+    assert messages_of(response) == ["2 retried, 1 skipped: its dedupe key is live."]
+    assert statuses(queue, ids) == ["failed", "pending", "pending"]
+
+
+def test_retry_reports_jobs_that_are_no_longer_failed(csrf_client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 2)
+    page = csrf_client.get(reverse(RETRY), {"_selected_action": ids})
+    assert queue.retry(ids[0])  # someone else got there first
+    form = {"_selected_action": ids, "post": "yes", "csrfmiddlewaretoken": csrf_token(page)}
+    response = csrf_client.post(reverse(RETRY), form, follow=True)
+    assert messages_of(response) == ["1 retried, 1 skipped: it is no longer failed."]
+
+
+def test_retry_all_matching_covers_every_page(
+    csrf_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admin_support, "ACTION_BATCH", 25)  # 120 jobs: five fetches
+    emails = fail_jobs(queue, 120, "email")
+    reports = fail_jobs(queue, 2, "report")
+    query = {"type": "email", "select_across": "1"}
+    page = csrf_client.get(reverse(RETRY), query).content.decode()
+    assert "retry all 120 failed jobs with type &quot;email&quot;?" in page
+    response = confirm(csrf_client, reverse(RETRY), query)
+    assert response.redirect_chain == [(reverse(FAILED) + "?type=email", 302)]
+    assert messages_of(response) == ["120 retried."]
+    assert set(statuses(queue, emails)) == {"pending"}
+    assert statuses(queue, reports) == ["failed", "failed"]
+
+
+def test_retry_all_link_on_the_list_keeps_the_filters(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    fail_jobs(queue, 2, "email", fatal=True)
+    page = admin_client.get(reverse(FAILED), {"type": "email", "kind": "fatal"}).content.decode()
+    link = f"{reverse(RETRY)}?type=email&amp;kind=fatal&amp;select_across=1"
+    assert f'<a href="{link}">Retry all 2 matching</a>' in page
+
+
+def test_select_across_from_the_list_retries_all_matches(
+    csrf_client: Client, queue: JobQueue
+) -> None:
+    ids = fail_jobs(queue, 55)
+    listing = csrf_client.get(reverse(FAILED))
+    form = {
+        "action": "retry_selected",
+        "_selected_action": ids[-50:],
+        "select_across": "1",
+        "csrfmiddlewaretoken": csrf_token(listing),
+    }
+    page = csrf_client.post(reverse(FAILED), form)
+    assert "retry all 55 failed jobs?" in page.content.decode()
+    form = {"select_across": "1", "post": "yes", "csrfmiddlewaretoken": csrf_token(page)}
+    response = csrf_client.post(reverse(RETRY), form, follow=True)
+    assert messages_of(response) == ["55 retried."]
+
+
+def test_delete_selected(csrf_client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 3)
+    pending = queue.enqueue("email", {})
+    assert pending is not None
+    response = confirm(csrf_client, reverse(DELETE), {"_selected_action": [*ids[:2], pending]})
+    assert messages_of(response) == ["2 deleted, 1 skipped: it is no longer failed."]
+    assert statuses(queue, [*ids, pending]) == [None, None, "failed", "pending"]
+
+
+def test_retry_one_from_the_detail_page(csrf_client: Client, queue: JobQueue) -> None:
+    [job_id] = fail_jobs(queue, 1)
+    detail = reverse("admin:durabl_django_job_detail", args=[job_id])
+    url = reverse("admin:durabl_django_job_retry_one", args=[job_id])
+    page = csrf_client.get(url)
+    assert f"Are you sure you want to retry the job “{job_id}”?" in page.content.decode()
+    assert statuses(queue, [job_id]) == ["failed"]
+    response = confirm(csrf_client, url, {})
+    assert response.redirect_chain == [(detail, 302)]
+    assert messages_of(response) == [f"Job {job_id} retried: it is pending again."]
+    assert ">pending</div>" in response.content.decode()
+
+
+def test_retry_one_whose_key_is_live(csrf_client: Client, queue: JobQueue) -> None:
+    [job_id] = fail_jobs(queue, 1, dedupe="k")
+    queue.enqueue("email", {}, dedupe_key="k")
+    url = reverse("admin:durabl_django_job_retry_one", args=[job_id])
+    response = confirm(csrf_client, url, {})
+    assert messages_of(response) == [f"Job {job_id} not retried: its dedupe key is live."]
+
+
+def test_delete_one_from_the_detail_page(csrf_client: Client, queue: JobQueue) -> None:
+    [job_id] = fail_jobs(queue, 1)
+    url = reverse("admin:durabl_django_job_delete_one", args=[job_id])
+    response = confirm(csrf_client, url, {})
+    assert response.redirect_chain == [(reverse(FAILED), 302)]
+    assert messages_of(response) == [f"Job {job_id} deleted."]
+    assert queue.get_job(job_id) is None
+
+
+def test_actions_are_recorded_in_the_admin_log(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    ids = fail_jobs(queue, 2)
+    confirm(csrf_client, reverse(RETRY), {"_selected_action": ids[:1]})
+    confirm(csrf_client, reverse(DELETE), {"_selected_action": ids[1:]})
+    entries = {(e.object_id, e.action_flag) for e in LogEntry.objects.filter(user=superuser)}
+    assert entries == {(ids[0], CHANGE), (ids[1], DELETION)}
+    index = csrf_client.get(reverse("admin:index")).content.decode()
+    assert reverse("admin:durabl_django_job_change", args=[ids[0]]) in index
+
+
+def test_nothing_selected_goes_back_with_a_message(csrf_client: Client, queue: JobQueue) -> None:
+    fail_jobs(queue, 1)
+    listing = csrf_client.get(reverse(FAILED))
+    token = csrf_token(listing)
+    response = csrf_client.post(
+        reverse(FAILED), {"action": "retry_selected", "csrfmiddlewaretoken": token}, follow=True
+    )
+    assert messages_of(response) == [
+        "Items must be selected in order to perform actions on them. No items have been changed."
+    ]
+    response = csrf_client.post(
+        reverse(FAILED), {"action": "", "csrfmiddlewaretoken": token}, follow=True
+    )
+    assert messages_of(response) == ["No action selected."]
+
+
+def test_view_only_user_cannot_retry_or_delete(client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 1)
+    client.force_login(make_user("viewer", "view_job"))
+    for url in (
+        reverse(RETRY),
+        reverse(DELETE),
+        reverse("admin:durabl_django_job_retry_one", args=ids),
+        reverse("admin:durabl_django_job_delete_one", args=ids),
+    ):
+        assert client.get(url, {"_selected_action": ids}).status_code == 403, url
+        response = client.post(url, {"_selected_action": ids, "post": "yes"})
+        assert response.status_code == 403, url
+    posted = client.post(reverse(FAILED), {"action": "retry_selected", "_selected_action": ids})
+    assert posted.status_code == 403
+    assert statuses(queue, ids) == ["failed"]
+
+
+def test_retry_permission_does_not_grant_delete(client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 2)
+    client.force_login(make_user("retrier", "view_job", "retry_job"))
+    assert client.post(reverse(DELETE), {"_selected_action": ids, "post": "yes"}).status_code == 403
+    response = client.post(reverse(RETRY), {"_selected_action": ids, "post": "yes"}, follow=True)
+    assert messages_of(response) == ["2 retried."]
+
+
+def test_summary_wording() -> None:
+    retry, delete = ACTIONS["retry"], ACTIONS["delete"]
+    assert summary(retry, Outcome(["a", "b"]))[1] == "2 retried."
+    mixed = Outcome(["a"])
+    mixed.skipped.update({"key-live": 2, "not-failed": 1})
+    assert (
+        summary(retry, mixed)[1] == "1 retried, 3 skipped (2 dedupe key live, 1 no longer failed)."
+    )
+    two = Outcome()
+    two.skipped.update({"key-live": 2})
+    assert summary(retry, two)[1] == "0 retried, 2 skipped: their dedupe keys are live."
+    assert summary(delete, Outcome())[1] == "No failed jobs matched: nothing was deleted."
