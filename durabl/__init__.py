@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from durabl.abort import AbortSignal, JobAborted, JobContext
 from durabl.backend import Backend
+from durabl.clock import Seconds
 from durabl.exceptions import (
     BackendUnavailableError,
     DedupeScopeConflictError,
@@ -16,11 +17,26 @@ from durabl.exceptions import (
     QueueShutdownError,
 )
 from durabl.globals import create_job_queue, get_default_queue, global_queue, set_global_backend
-from durabl.job import Job, JobEvent, JobHandle, JobResult, LogEntry, QueueStats, StartReaperResult
+from durabl.job import (
+    FAILURE_KINDS,
+    STATUSES,
+    FailureKind,
+    Job,
+    JobEvent,
+    JobHandle,
+    JobResult,
+    JobStatus,
+    LogEntry,
+    QueueStats,
+    ReapReport,
+    StartReaperResult,
+)
 from durabl.memory import DummyBackend, ImmediateBackend, MemoryBackend
 from durabl.mongo import MongoJobQueue
+from durabl.options import validate_enqueue
 from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
 from durabl.queue import JobQueue
+from durabl.run import Handler
 from durabl.sqlite import SqliteJobQueue
 from durabl.urls import backend_from_url
 
@@ -29,12 +45,19 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AbortSignal",
     "Backend",
+    "backend_from_url",
     "BackendUnavailableError",
+    "create_job_queue",
     "DedupeScopeConflictError",
     "DocumentTooLargeError",
     "DummyBackend",
     "DurablError",
+    "FAILURE_KINDS",
+    "FailureKind",
     "FatalJobError",
+    "get_default_queue",
+    "global_queue",
+    "Handler",
     "ImmediateBackend",
     "Job",
     "JobAborted",
@@ -43,22 +66,23 @@ __all__ = [
     "JobHandle",
     "JobQueue",
     "JobResult",
+    "JobStatus",
     "JournalTooLarge",
     "LogEntry",
     "MemoryBackend",
     "MongoJobQueue",
-    "NonRetryable",
     "NondeterminismError",
+    "NonRetryable",
     "OrchestrationContext",
     "Orchestrator",
     "QueueShutdownError",
     "QueueStats",
+    "ReapReport",
+    "Seconds",
+    "set_global_backend",
     "SqliteJobQueue",
     "StartReaperResult",
+    "STATUSES",
     "StepKeys",
-    "backend_from_url",
-    "create_job_queue",
-    "get_default_queue",
-    "global_queue",
-    "set_global_backend",
+    "validate_enqueue",
 ]

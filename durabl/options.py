@@ -202,3 +202,13 @@ def clip_text(text: str, max_bytes: int) -> str:
     marker = "… [truncated]"
     keep = max(max_bytes - len(marker.encode("utf-8")), 0)
     return raw[:keep].decode("utf-8", "ignore") + marker
+
+
+def validate_enqueue(type: str, data: Any, **options: Any) -> None:
+    """Check a job and its enqueue options as ``JobQueue.enqueue`` would, writing nothing:
+    ``TypeError`` for a payload no store can hold, ``ValueError`` for a bad option,
+    ``DocumentTooLargeError`` over the size budget. For callers that enqueue later (for
+    example after a database transaction commits) and want errors at the call site."""
+    from durabl.clock import SYSTEM_CLOCK
+
+    build_new_job(type, data, now=SYSTEM_CLOCK.now(), **options)

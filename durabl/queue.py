@@ -14,7 +14,15 @@ from typing import Any
 from durabl.backend import Backend
 from durabl.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.exceptions import QueueShutdownError
-from durabl.job import FailureKind, Job, JobEvent, JobHandle, QueueStats, StartReaperResult
+from durabl.job import (
+    FailureKind,
+    Job,
+    JobEvent,
+    JobHandle,
+    QueueStats,
+    ReapReport,
+    StartReaperResult,
+)
 from durabl.options import (
     DEFAULT_MAX_DRAINS,
     DEFAULT_POLL_INTERVAL,
@@ -390,6 +398,29 @@ class JobQueue:
         report = reaper.sweep()
         reaper.start()
         return StartReaperResult("started", report.handled if report is not None else None)
+
+    def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
+        """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
+        leases back to pending, stalled at their last attempt, or superseded. Uses the
+        queue's visibility timeout unless told otherwise."""
+        vt = (
+            self.visibility_timeout
+            if visibility_timeout is None
+            else to_seconds(visibility_timeout, "visibility_timeout")
+        )
+        backend = self._ready()
+        total = ReapReport()
+        while True:
+            report = backend.reap(vt)
+            total = ReapReport(
+                total.recovered + report.recovered,
+                total.stalled + report.stalled,
+                total.superseded + report.superseded,
+                report.saturated,
+                total.job_ids + report.job_ids,
+            )
+            if not report.saturated or not report.handled:
+                return total
 
     def stop_reaper(self) -> None:
         with self._lock:

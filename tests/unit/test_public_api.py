@@ -289,3 +289,24 @@ def test_has_outstanding_is_advisory_and_per_type(q: JobQueue) -> None:
 def test_run_pending_names_an_unknown_type(q: JobQueue) -> None:
     with pytest.raises(ValueError, match="no handler registered"):
         q.run_pending("nope")
+
+
+def test_validate_enqueue_raises_what_enqueue_would_and_writes_nothing() -> None:
+    from durabl import validate_enqueue
+
+    validate_enqueue("t", {"ok": [1, 2]}, delay=5, dedupe_key="k", coalesce="latest")
+    with pytest.raises(TypeError):
+        validate_enqueue("t", {"bad": {1, 2}})
+    with pytest.raises(ValueError, match="max_attempts"):
+        validate_enqueue("t", {}, max_attempts=0)
+
+
+def test_reap_once_sweeps_until_nothing_is_left(clock: FakeClock) -> None:
+    q = JobQueue(make_mongomock_backend(clock), visibility_timeout=30)
+    for n in range(3):
+        q.enqueue("t", {"n": n}, max_attempts=1 if n == 0 else 3)
+    q.backend.claim("t", limit=3)
+    clock.advance(31)
+    report = q.reap_once()
+    assert (report.recovered, report.stalled, report.handled) == (2, 1, 3)
+    assert q.reap_once().handled == 0
