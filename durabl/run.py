@@ -19,7 +19,7 @@ from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, J
 from durabl.backend import Backend
 from durabl.clock import Clock
 from durabl.exceptions import FatalJobError
-from durabl.heartbeat import Heartbeat
+from durabl.heartbeat import Heartbeat, HeartbeatThread
 from durabl.job import Job, JobEvent, JobHandle, JobResult
 from durabl.options import BackoffPolicy
 
@@ -186,10 +186,11 @@ class ManagedRun:
     def started(self) -> bool:
         return self._state != "new"
 
-    def execute(self) -> RunOutcome:
+    def execute(self, heartbeat_host: HeartbeatThread | None = None) -> RunOutcome:
         """Run the handler and record its outcome. Never raises the handler's error.
 
-        A run that shutdown released before it started does nothing."""
+        A run that shutdown released before it started does nothing. ``heartbeat_host``
+        is the calling worker's reusable heartbeat thread, if it has one."""
         self.runtime._track(self)
         with self._lock:
             if self._state != "new":
@@ -198,7 +199,7 @@ class ManagedRun:
                 return RunOutcome(None, None, "released")
             self._state = "running"
         started = self.runtime.clock.monotonic()
-        self.heartbeat.start()
+        self.heartbeat.start(heartbeat_host)
         error: BaseException | None = None
         try:
             if isinstance(self.handler, ManagedHandler):

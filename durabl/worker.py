@@ -14,6 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 
+from durabl.heartbeat import HeartbeatThread
 from durabl.job import JobEvent, JobHandle
 from durabl.run import Handler, ManagedRun, Runtime
 
@@ -59,6 +60,7 @@ class Processor:
         self._stopping = threading.Event()
         self._poller: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
+        self._hosts: list[HeartbeatThread] = []
         self.polls = 0
 
     # -- one step, for tests and for the poller ------------------------------------------
@@ -118,8 +120,13 @@ class Processor:
     # -- threads --------------------------------------------------------------------------
     def start(self) -> None:
         for n in range(self.concurrency):
+            host = HeartbeatThread(
+                f"durabl-heartbeat-{self.type}-{n}",
+                self.heartbeat_interval or self.runtime.visibility_timeout / 3,
+            )
+            self._hosts.append(host)
             thread = threading.Thread(
-                target=self._work, name=f"durabl-worker-{self.type}-{n}", daemon=True
+                target=self._work, args=(host,), name=f"durabl-worker-{self.type}-{n}", daemon=True
             )
             thread.start()
             self._workers.append(thread)
@@ -160,14 +167,14 @@ class Processor:
                 enqueued, self._enqueued = self._enqueued, 0
                 limit = enqueued if woken and enqueued and not self._maybe_more else None
 
-    def _work(self) -> None:
+    def _work(self, heartbeats: HeartbeatThread) -> None:
         while True:
             run = self._handoff.get()
             if run is None:
                 return
             started = self.runtime.clock.monotonic()
             try:
-                run.execute()
+                run.execute(heartbeats)
             except BaseException:
                 logger.exception("worker for %s stopped by an exception", self.type)
             finally:
@@ -204,4 +211,6 @@ class Processor:
             thread.join(timeout)
             if timeout <= 0:
                 break
+        for host in self._hosts:  # idle by now: every run's heartbeat has stopped
+            host.close(timeout)
         return [t.name for t in self._workers if t.is_alive()]

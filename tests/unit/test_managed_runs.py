@@ -241,3 +241,27 @@ def test_process_validates_its_arguments(q: JobQueue) -> None:
     with pytest.raises(ValueError, match="already registered"):
         q.process("t", lambda job, ctx: None)
     q.shutdown(1)
+
+
+def test_a_reused_heartbeat_thread_serves_one_claim_at_a_time() -> None:
+    from durabl.heartbeat import HeartbeatThread
+    from durabl.testing import wait_until
+
+    q = JobQueue(make_mongomock_backend(), visibility_timeout=30)
+    host = HeartbeatThread("durabl-heartbeat-test-0", 0.02)
+    try:
+        runs = []
+        for n in range(2):
+            q.enqueue("t", {"n": n})
+            (handle,) = q.backend.claim("t")
+            run = ManagedRun(handle, lambda job, ctx: None, q, heartbeat_interval=0.02)
+            run.heartbeat.start(host)
+            assert wait_until(lambda beat=run.heartbeat: beat.beats >= 2)  # type: ignore[misc]
+            run.heartbeat.stop()
+            stopped_at = run.heartbeat.beats
+            runs.append((run, stopped_at))
+        for run, stopped_at in runs:  # nothing renews a claim once its heartbeat stopped
+            assert run.heartbeat.beats == stopped_at
+    finally:
+        host.close()
+    assert not host.is_alive()
