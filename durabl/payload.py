@@ -10,7 +10,7 @@ works on the other: ``None``, ``bool``, ``int`` (signed 64-bit), ``float``, ``st
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 INT64_MIN = -(2**63)
@@ -38,7 +38,16 @@ def _check(value: Any, path: str, depth: int) -> int:
         return 0
     if isinstance(value, bool):
         return 1
-    if isinstance(value, (float, datetime)):
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            try:
+                value.astimezone(timezone.utc)
+            except OverflowError:
+                raise TypeError(
+                    f"{path}: {value!r} is outside the range of UTC datetimes"
+                ) from None
+        return 8
+    if isinstance(value, float):
         return 8
     if isinstance(value, bytes):
         return 5 + len(value)

@@ -166,6 +166,8 @@ class OrchestrationHarness:
         self.type = type
         self.dedupe_key = dedupe_key
         self.seed = seed
+        if max_journal_bytes is not None and max_journal_bytes <= 0:
+            raise ValueError(f"max_journal_bytes must be positive, got {max_journal_bytes!r}")
         self.max_journal_bytes = max_journal_bytes or DEFAULT_MAX_JOURNAL_BYTES
         self.step_timeout = None if step_timeout is None else to_seconds(step_timeout)
         self.max_duration = None if max_duration is None else to_seconds(max_duration)

@@ -175,7 +175,7 @@ class OrchestrationContext:
         recorded = self._replay("step", name)
         if recorded is not None:
             return cast(R, copy.deepcopy(recorded.result))
-        self._signal.raise_if_aborted()
+        self._halt_if_aborted()
         key = idempotency_key if idempotency_key is not None else f"{self.job.id}:{name}:{seq}"
         keys = StepKeys(key, self.job.id, name, seq)
         self._set_limit(self._step_limit(name, seconds))
@@ -213,7 +213,7 @@ class OrchestrationContext:
         if recorded is not None:
             wake_at = recorded.wake_at or self._io.now()
         else:
-            self._signal.raise_if_aborted()
+            self._halt_if_aborted()
             now = self._io.now()
             wake_at = now + timedelta(seconds=duration)
             wake_at = wake_at.replace(microsecond=wake_at.microsecond // 1000 * 1000)
@@ -274,6 +274,12 @@ class OrchestrationContext:
     def _check_halt(self) -> None:
         if self._halt is not None:
             raise self._halt
+
+    def _halt_if_aborted(self) -> None:
+        """Refuse to start a step (or sleep) once the run is aborted, for good: a body that
+        catches the refusal and returns must not get its job marked completed."""
+        if self._signal.aborted:
+            self._stop(JobAborted(self._signal.reason or "aborted"))
 
     def _stop(self, exc: BaseException) -> NoReturn:
         """End the attempt with ``exc``; every later call raises it again, so a body that

@@ -118,9 +118,14 @@ class _Imports:
         return ".".join([base, *reversed(parts)])
 
 
+_DECLARERS = ("define", "orchestration")  # Orchestrator.define, durabl_django.orchestration
+
+
 def _is_define(node: ast.expr) -> bool:
     func = node.func if isinstance(node, ast.Call) else node
-    return isinstance(func, ast.Attribute) and func.attr == "define"
+    if isinstance(func, ast.Attribute):
+        return func.attr in _DECLARERS
+    return isinstance(func, ast.Name) and func.id == "orchestration"
 
 
 def _step_fn_arg(call: ast.Call) -> ast.expr | None:

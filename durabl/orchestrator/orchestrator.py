@@ -9,6 +9,7 @@ written to the job, fenced on the claim token.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import secrets
 from collections.abc import Callable, Mapping
@@ -112,6 +113,11 @@ class OrchestrationHandler(ManagedHandler):
     ) -> None:
         if not callable(body):
             raise TypeError(f"orchestration body must be callable, got {body!r}")
+        if inspect.iscoroutinefunction(body):
+            raise TypeError(
+                f"orchestration body {body!r} is async; durabl runs bodies in worker threads: "
+                "write it as a plain function"
+            )
         if (
             isinstance(max_journal_bytes, bool)
             or not isinstance(max_journal_bytes, int)

@@ -500,3 +500,41 @@ def test_the_signal_is_the_run_signal_and_heartbeat_reports_it() -> None:
 def test_harness_rejects_unstorable_data() -> None:
     with pytest.raises(TypeError, match="job data"):
         OrchestrationHarness(lambda job, octx: None, data={"x": object()})
+
+
+def test_a_body_that_swallows_a_refused_step_is_not_completed() -> None:
+    clock = FakeClock()
+    charged: list[str] = []
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        octx.step("slow", lambda keys, signal: clock.advance(40) and None)
+        try:
+            octx.step("charge", lambda keys, signal: charged.append("charged"))
+        except JobAborted:
+            pass  # a careless body carries on and returns
+
+    t = OrchestrationHarness(body, clock=clock, max_duration=30)
+    with pytest.raises(JobAborted, match="max-duration"):
+        t.run()
+    assert t.status != "completed" and charged == []
+
+
+def test_async_bodies_are_refused_at_declaration() -> None:
+    from durabl.orchestrator import OrchestrationHandler
+
+    async def body(job: Any, octx: Any) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="async"):
+        OrchestrationHandler(body)
+
+
+def test_a_step_result_outside_the_utc_range_is_refused_when_journaled() -> None:
+    far = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+
+    def body(job: Any, octx: Any) -> None:
+        octx.step("far", lambda keys, signal: far)
+
+    harness = OrchestrationHarness(body)
+    with pytest.raises(TypeError):
+        harness.run()

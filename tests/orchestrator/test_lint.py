@@ -133,3 +133,21 @@ def test_python_dash_m_durabl_runs_the_linter() -> None:
     )
     assert done.returncode == 1
     assert done.stdout.count("\n") == len(expected(BAD))
+
+
+def test_bodies_declared_through_django_are_linted() -> None:
+    from durabl.orchestrator.lint import lint_source
+
+    source = (
+        "import time\n"
+        "import durabl_django\n"
+        "from durabl_django import orchestration\n\n"
+        "@durabl_django.orchestration('a')\n"
+        "def a(job, octx):\n"
+        "    return time.time()\n\n"
+        "@orchestration('b')\n"
+        "def b(job, octx):\n"
+        "    return time.time()\n"
+    )
+    findings = lint_source(source, "jobs.py")
+    assert sorted(f.line for f in findings) == [7, 11]
