@@ -4,12 +4,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+EXAMPLE := examples/shop
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint typecheck format bench docs clean
+.PHONY: help demo test test-unit lint typecheck check-example browser format bench docs clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,22 +23,40 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live progress
 	$(BIN)/python -m durabl demo
 
-test: $(STAMP) lint typecheck ## Lint, type-check and run every test
+test: $(STAMP) lint typecheck check-example browser ## Lint, type-check, check the example project, run every test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## Only the fast unit tests
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format check)
-	$(BIN)/ruff check durabl durabl_django tests bench
-	$(BIN)/ruff format --check durabl durabl_django tests bench
+	$(BIN)/ruff check durabl durabl_django tests bench examples
+	$(BIN)/ruff format --check durabl durabl_django tests bench examples
 
 typecheck: $(STAMP) ## mypy --strict
 	$(BIN)/mypy
 
+check-example: $(STAMP) ## The example Django project: manage.py check, makemigrations --check
+	$(BIN)/python $(EXAMPLE)/manage.py check
+	@# makemigrations opens Django's database: a throwaway directory keeps the example clean
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		SHOP_DATA_DIR="$$tmp" $(BIN)/python $(EXAMPLE)/manage.py makemigrations --check --dry-run
+
+browser: ## Install Debian's chromium and chromedriver (for the admin browser test) if missing
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then \
+		exit 0; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "browser: installing chromium and chromium-driver with apt-get"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+			|| echo "browser: apt-get could not install them; the browser test will skip"; \
+	else \
+		echo "browser: $(CHROMIUM) or $(CHROMEDRIVER) is missing and apt-get as root is not available; the browser test will skip"; \
+	fi
+
 format: $(STAMP) ## Format the code
-	$(BIN)/ruff format durabl durabl_django tests bench
-	$(BIN)/ruff check --fix durabl durabl_django tests bench
+	$(BIN)/ruff format durabl durabl_django tests bench examples
+	$(BIN)/ruff check --fix durabl durabl_django tests bench examples
 
 $(VENV)/.bench-deps: $(STAMP) setup.cfg
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

@@ -11,6 +11,10 @@
     @durabl_django.job("welcome-email", concurrency=4)
     def welcome_email(job, ctx): ...
 
+    @durabl_django.orchestration("restart-trial")
+    def restart_trial(job, octx):
+        customer = octx.step("ensure-customer", lambda keys, signal: ...)
+
     # a view
     durabl_django.enqueue_on_commit("welcome-email", {"user_id": user.pk})
 
@@ -20,14 +24,18 @@ what they need when called.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from durabl_django.registry import job
 
 if TYPE_CHECKING:
-    from durabl import JobQueue
+    from durabl import JobQueue, Seconds
+    from durabl.orchestrator import Body
 
-__all__ = ["enqueue", "enqueue_on_commit", "get_queue", "job"]
+    B = TypeVar("B", bound=Body)
+
+__all__ = ["enqueue", "enqueue_on_commit", "get_queue", "job", "orchestration"]
 
 
 def get_queue() -> JobQueue:
@@ -53,3 +61,30 @@ def enqueue_on_commit(
     from durabl_django.runtime import enqueue_on_commit
 
     enqueue_on_commit(type, data, using=using, robust=robust, **options)
+
+
+def orchestration(
+    type: str,
+    *,
+    concurrency: int = 1,
+    poll_interval: Seconds | None = None,
+    heartbeat_interval: Seconds | None = None,
+    step_timeout: Seconds | None = None,
+    max_duration: Seconds | None = None,
+    max_journal_bytes: int | None = None,
+) -> Callable[[B], B]:
+    """Declare ``body(job, octx)`` as the orchestration for jobs of ``type``; starts
+    nothing. ``manage.py runworkers`` runs it with a
+    ``durabl.orchestrator.OrchestrationHandler``; see
+    :func:`durabl_django.registry.orchestration`."""
+    from durabl_django.registry import orchestration
+
+    return orchestration(
+        type,
+        concurrency=concurrency,
+        poll_interval=poll_interval,
+        heartbeat_interval=heartbeat_interval,
+        step_timeout=step_timeout,
+        max_duration=max_duration,
+        max_journal_bytes=max_journal_bytes,
+    )

@@ -10,6 +10,7 @@ E004    an app's ``jobs`` module that raised while it was imported
 E005    a job type declared twice
 E006    ``BACKEND`` / ``EVENT_SINK`` dotted path that does not import
 E007    a ``TASKS`` entry using ``DurablBackend`` that is misconfigured
+E008    an orchestration is declared but the configured store cannot keep a journal
 E010    the store does not answer (only with ``manage.py check --database``)
 ======  =====================================================================
 
@@ -32,7 +33,13 @@ from django.core.exceptions import ImproperlyConfigured
 from durabl import Backend
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
 from durabl_django.registry import registry
-from durabl_django.runtime import MONGO_SCHEMES, build_backend, import_setting, url_scheme
+from durabl_django.runtime import (
+    MONGO_SCHEMES,
+    build_backend,
+    get_queue,
+    import_setting,
+    url_scheme,
+)
 
 TAG = "durabl"
 #: Seconds the connectivity check waits for the store.
@@ -118,6 +125,34 @@ def check_jobs(
     return errors
 
 
+def check_orchestrations(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E008: an orchestration is declared but the configured backend's
+    ``supports_journal`` is false. Looks at the backend the queue was configured with;
+    connects nothing."""
+    declared = [spec for spec in registry.specs().values() if spec.is_orchestration]
+    if not declared or check_settings():
+        return []  # nothing to check, or the settings errors say it all
+    try:
+        backend = get_queue().backend
+    except ImproperlyConfigured:  # pragma: no cover - check_settings() reported it
+        return []
+    if getattr(backend, "supports_journal", False):
+        return []
+    return [
+        checks.Error(
+            f"orchestration {spec.type!r} ({spec.origin}) needs a store that keeps a "
+            f"journal, but {backend!r} does not (its supports_journal is false).",
+            hint="Use a mongodb://, mongomock:// or sqlite:// URL, or a BACKEND whose "
+            "supports_journal is true; or declare the job with @durabl_django.job.",
+            obj=spec.origin,
+            id="durabl.E008",
+        )
+        for spec in declared
+    ]
+
+
 def check_connectivity(
     app_configs: Sequence[AppConfig] | None = None,
     databases: Sequence[str] | None = None,
@@ -185,4 +220,5 @@ def register() -> None:
     """Register every check (idempotent: the registry keeps a set)."""
     checks.register(check_settings, TAG)
     checks.register(check_jobs, TAG)
+    checks.register(check_orchestrations, TAG)
     checks.register(check_connectivity, checks.Tags.database)

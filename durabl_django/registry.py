@@ -1,4 +1,5 @@
-"""Declared job handlers: ``@durabl_django.job("type", ...)`` in each app's ``jobs.py``.
+"""Declared job handlers: ``@durabl_django.job("type", ...)`` and
+``@durabl_django.orchestration("type", ...)`` in each app's ``jobs.py``.
 
 Declaring records a :class:`JobSpec` and starts nothing: a web process that imports every
 ``jobs`` module never consumes. ``manage.py runworkers`` turns the specs into
@@ -18,9 +19,11 @@ from importlib import import_module
 from typing import Any, TypeVar
 
 from durabl import Job, JobContext
+from durabl.orchestrator import DEFAULT_MAX_JOURNAL_BYTES, Body, OrchestrationHandler
 
 Handler = Callable[[Job[Any], JobContext], object]
 H = TypeVar("H", bound=Handler)
+B = TypeVar("B", bound=Body)
 Seconds = float | timedelta
 
 JOBS_MODULE = "jobs"
@@ -46,6 +49,11 @@ class JobSpec:
     @property
     def origin(self) -> str:
         return origin(self.handler)
+
+    @property
+    def is_orchestration(self) -> bool:
+        """Whether the handler runs an orchestration body (its store must keep a journal)."""
+        return isinstance(self.handler, OrchestrationHandler)
 
     def with_concurrency(self, concurrency: int) -> JobSpec:
         return replace(self, concurrency=concurrency)
@@ -110,6 +118,17 @@ def _check_seconds(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
 
 
+def _check_process_options(
+    type: str, concurrency: int, poll_interval: object, heartbeat_interval: object
+) -> None:
+    if not isinstance(type, str) or not type:
+        raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    _check_seconds("poll_interval", poll_interval)
+    _check_seconds("heartbeat_interval", heartbeat_interval)
+
+
 def job(
     type: str,
     *,
@@ -123,12 +142,7 @@ def job(
     ``queue.process(type, handler, concurrency=..., poll_interval=...,
     heartbeat_interval=...)``. The decorated function is returned unchanged.
     """
-    if not isinstance(type, str) or not type:
-        raise ValueError(f"job type must be a non-empty string, got {type!r}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
-    _check_seconds("poll_interval", poll_interval)
-    _check_seconds("heartbeat_interval", heartbeat_interval)
+    _check_process_options(type, concurrency, poll_interval, heartbeat_interval)
 
     def declare(handler: H) -> H:
         if not callable(handler):
@@ -137,6 +151,52 @@ def job(
         return handler
 
     return declare
+
+
+def orchestration(
+    type: str,
+    *,
+    concurrency: int = 1,
+    poll_interval: Seconds | None = None,
+    heartbeat_interval: Seconds | None = None,
+    step_timeout: Seconds | None = None,
+    max_duration: Seconds | None = None,
+    max_journal_bytes: int | None = None,
+) -> Callable[[B], B]:
+    """Declare ``body(job, octx)`` as the orchestration for jobs of ``type``; starts
+    nothing.
+
+    The job type's handler is ``durabl.orchestrator.OrchestrationHandler(body,
+    step_timeout=..., max_duration=..., max_journal_bytes=...)``, and ``manage.py
+    runworkers`` runs it like any declared job (``concurrency``, ``poll_interval`` and
+    ``heartbeat_interval`` as for :func:`job`). ``step_timeout`` is each step's default
+    timeout (None: the visibility timeout), ``max_duration`` bounds one run of the body
+    (None: unbounded), ``max_journal_bytes`` caps the journal (None: durabl's default).
+    The body is returned unchanged, so ``durabl.testing.OrchestrationHarness`` can test
+    it. The store must keep a journal (check ``durabl.E008``).
+    """
+    _check_process_options(type, concurrency, poll_interval, heartbeat_interval)
+    options: dict[str, Any] = {
+        "step_timeout": step_timeout,
+        "max_duration": max_duration,
+        "max_journal_bytes": DEFAULT_MAX_JOURNAL_BYTES
+        if max_journal_bytes is None
+        else max_journal_bytes,
+    }
+    OrchestrationHandler(_no_body, **options)  # a bad option raises here, at the decorator
+
+    def declare(body: B) -> B:
+        if not callable(body):
+            raise TypeError(f"@orchestration({type!r}) must decorate a callable, got {body!r}")
+        handler = OrchestrationHandler(body, **options)
+        registry.add(JobSpec(type, handler, concurrency, poll_interval, heartbeat_interval))
+        return body
+
+    return declare
+
+
+def _no_body(job: Job[Any], octx: Any) -> None:
+    """Stands in for a body while the options are validated."""
 
 
 def autodiscover() -> None:

@@ -125,7 +125,8 @@ class MisconfiguredBackend(MemoryBackend):
 
 def configure() -> None:
     """(Re)configure durabl's global queue from the settings. Never connects; never raises
-    for a bad setting (the stand-in backend raises on use instead)."""
+    for a bad setting (the stand-in backend raises on use instead). On an immediate
+    backend, registers every declared job on the queue (no threads)."""
     global _configured, _handed_out
     with _lock:
         previous, _handed_out = _handed_out, None
@@ -137,6 +138,14 @@ def configure() -> None:
             set_global_backend(MisconfiguredBackend(exc))
         else:
             set_global_backend(backend, visibility_timeout=timeout, on_job_event=sink)
+            if getattr(backend, "immediate", False):
+                # Declared jobs run inside enqueue(), also for code that calls
+                # durabl.get_default_queue() directly.
+                _handed_out = get_default_queue()
+                try:
+                    register_declared(_handed_out)
+                except ImproperlyConfigured:
+                    pass  # a job/task name clash: get_queue() raises it on use
         _configured = True
     if previous is not None:
         retire(previous)
@@ -152,16 +161,38 @@ def retire(queue: JobQueue) -> None:
 
 
 def get_queue() -> JobQueue:
-    """The configured default queue (``durabl.get_default_queue()``), built on first use."""
+    """The configured default queue (``durabl.get_default_queue()``), built on first use.
+
+    On an immediate backend (``DURABL = {"BACKEND": "durabl.ImmediateBackend"}``, for
+    tests) every declared job is registered on the queue, so ``enqueue`` runs it at once.
+    """
     global _handed_out
     with _lock:
         if not _configured:
             configure()
         queue = get_default_queue()
         _handed_out = queue
+        if getattr(queue.backend, "immediate", False):
+            register_declared(queue)
     if isinstance(queue.backend, MisconfiguredBackend):
         raise ImproperlyConfigured(str(queue.backend.error)) from queue.backend.error
     return queue
+
+
+def register_declared(queue: JobQueue) -> None:
+    """``queue.register`` every declared job type not registered yet (no threads)."""
+    from durabl_django.workers import declared_jobs
+
+    registered = queue.processors
+    for spec in declared_jobs().values():
+        if spec.type not in registered:
+            queue.register(
+                spec.type,
+                spec.handler,
+                concurrency=spec.concurrency,
+                poll_interval=spec.poll_interval,
+                heartbeat_interval=spec.heartbeat_interval,
+            )
 
 
 def on_setting_changed(*, setting: str, **kwargs: Any) -> None:

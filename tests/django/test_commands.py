@@ -101,20 +101,24 @@ def test_runworkers_processes_jobs_and_drains_on_sigterm(
     from tests.django.testapp.tasks import touch_file
 
     touched, slow, by_task = tmp_path / "touched", tmp_path / "slow", tmp_path / "by-task"
+    greeted = tmp_path / "greeted"
     quick_id = store.enqueue("touch", {"path": str(touched)})
     slow_id = store.enqueue("slow", {"path": str(slow), "seconds": 1.0})
+    orchestration_id = store.enqueue("two-steps", {"name": "Ada", "path": str(greeted)})
     settings.DURABL = {"URL": f"sqlite:///{db}"}  # this process's queue: the same file
     task_result = touch_file.enqueue(str(by_task))
     w = Workers(db)
     workers.append(w)
     assert w.startup_line == (
         "durabl: processing django-task:default (x1), django-task:emails (x1), slow (x2), "
-        "touch (x1), welcome-email (x4); reaper on; Ctrl-C or SIGTERM to stop"
+        "touch (x1), two-steps (x1), welcome-email (x4); reaper on; Ctrl-C or SIGTERM to stop"
     ), w.failure()
     assert wait_until(lambda: touched.exists() and Path(f"{slow}.started").exists(), 30), (
         w.failure()
     )
     assert wait_until(lambda: status(store, quick_id) == "completed", 30), w.failure()
+    assert wait_until(lambda: status(store, orchestration_id) == "completed", 30), w.failure()
+    assert greeted.read_text() == "hello Ada"
     assert wait_until(lambda: status(store, task_result.id) == "completed", 30), w.failure()
     assert by_task.read_text() == "task ran"
     task_result.refresh()

@@ -86,6 +86,11 @@ class Command(BaseCommand):
         if timeout is None:
             timeout = durabl_settings.seconds("SHUTDOWN_TIMEOUT")
         queue = get_queue()
+        if getattr(queue.backend, "immediate", False):
+            raise CommandError(
+                f"{queue.backend!r} runs each job inside enqueue(); there is nothing for "
+                "runworkers to do (set DURABL['URL'] to a store, or drop DURABL['BACKEND'])"
+            )
         runner = Runner(
             queue,
             selected,

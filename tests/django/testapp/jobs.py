@@ -1,7 +1,8 @@
 """Jobs of the test app, autodiscovered by durabl_django.
 
 ``touch`` creates the file named in its payload (so a test in another process can see that
-the job ran); ``slow`` also writes ``<path>.started`` first, then sleeps ``seconds``.
+the job ran); ``slow`` also writes ``<path>.started`` first, then sleeps ``seconds``;
+``two-steps`` is an orchestration whose second step writes the file named in its payload.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import durabl_django
-from durabl import Job, JobContext
+from durabl import Job, JobContext, OrchestrationContext
 
 RAN: list[Any] = []
 
@@ -31,3 +32,10 @@ def slow(job: Job[Any], ctx: JobContext) -> None:
     Path(job.data["path"] + ".started").write_text(job.id)
     time.sleep(job.data["seconds"])  # deliberately deaf to ctx.signal: a stubborn handler
     Path(job.data["path"]).write_text(job.id)
+
+
+@durabl_django.orchestration("two-steps", poll_interval=0.2, step_timeout=30)
+def two_steps(job: Job[Any], octx: OrchestrationContext) -> None:
+    greeting = octx.step("greet", lambda keys, signal: f"hello {job.data['name']}")
+    octx.step("write", lambda keys, signal: Path(job.data["path"]).write_text(greeting))
+    octx.log(f"wrote {greeting!r}")
