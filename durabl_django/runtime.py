@@ -27,6 +27,9 @@ from durabl import (
     get_default_queue,
     set_global_backend,
 )
+from durabl import (
+    validate_enqueue as durabl_validate_enqueue,
+)
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
 
 MONGO_SCHEMES = ("mongodb", "mongodb+srv", "mongomock")
@@ -211,12 +214,8 @@ def enqueue(type: str, data: Any, **options: Any) -> str | None:
 
 def validate_enqueue(type: str, data: Any, **options: Any) -> None:
     """Raise now what ``enqueue(type, data, **options)`` would raise for a bad option or
-    payload (``TypeError``/``ValueError``), without touching the store.
-
-    durabl has no public validator, so this runs the real ``JobQueue.enqueue`` against a
-    throwaway in-memory backend: the same checks, nothing written anywhere that matters.
-    """
-    JobQueue(MemoryBackend()).enqueue(type, data, **options)
+    payload (``TypeError``/``ValueError``), without touching the store."""
+    durabl_validate_enqueue(type, data, **options)
 
 
 def enqueue_on_commit(
