@@ -8,6 +8,7 @@ abandoned, and their leases expire for the reaper to hand them back.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from durabl import JobQueue
@@ -26,6 +28,32 @@ from durabl_django.registry import JobSpec, registry
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 ABORT_EXIT_CODE = 1  # a second signal: stopped without waiting for running jobs
+
+
+def with_fresh_connections(handler: Any) -> Any:
+    """``handler`` bracketed by Django's ``close_old_connections``, as a request is: a
+    worker thread then drops a broken or expired database connection before each job
+    instead of failing every later job on it. An orchestration keeps its type: its body
+    is what gets bracketed."""
+    from durabl.orchestrator import OrchestrationHandler
+
+    if isinstance(handler, OrchestrationHandler):
+        return OrchestrationHandler(
+            with_fresh_connections(handler.body),
+            max_journal_bytes=handler.max_journal_bytes,
+            step_timeout=handler.step_timeout,
+            max_duration=handler.max_duration,
+        )
+
+    @functools.wraps(handler)
+    def run(job: Any, ctx: Any) -> object:
+        close_old_connections()
+        try:
+            return handler(job, ctx)
+        finally:
+            close_old_connections()
+
+    return run
 
 
 class Output(Protocol):
@@ -129,7 +157,7 @@ class Runner:
         for spec in self.specs:
             self.queue.process(
                 spec.type,
-                spec.handler,
+                with_fresh_connections(spec.handler),
                 concurrency=spec.concurrency,
                 poll_interval=spec.poll_interval,
                 heartbeat_interval=spec.heartbeat_interval,

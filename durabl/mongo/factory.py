@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pymongo import MongoClient
-from pymongo.errors import ConfigurationError, InvalidURI
+from pymongo.errors import ConfigurationError, InvalidName, InvalidURI
 
 from durabl.exceptions import DurablError
 from durabl.mongo.backend import MongoJobQueue
@@ -58,12 +58,15 @@ def from_url(
         db_name = database or _mock_database(url) or DEFAULT_DATABASE
         if client_options:
             raise ValueError(f"mongomock:// takes no client options: {sorted(client_options)}")
-        return MongoJobQueue(
-            mongomock_client()[db_name],
-            collection,
-            use_change_streams=use_change_streams,
-            clock_skew_allowance=clock_skew_allowance,
-        )
+        try:
+            return MongoJobQueue(
+                mongomock_client()[db_name],
+                collection,
+                use_change_streams=use_change_streams,
+                clock_skew_allowance=clock_skew_allowance,
+            )
+        except InvalidName as exc:
+            raise ValueError(f"not a usable database or collection name: {exc}") from exc
     try:
         # connect=False: no socket and no monitor thread until the first operation, so a
         # backend can be built at import or in AppConfig.ready() for free.
@@ -72,10 +75,14 @@ def from_url(
     except (ConfigurationError, InvalidURI, ValueError) as exc:
         raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
     db_name = database or _database_from_path(url) or DEFAULT_DATABASE
-    return MongoJobQueue(
-        client[db_name],
-        collection,
-        use_change_streams=use_change_streams,
-        clock_skew_allowance=clock_skew_allowance,
-        owns_client=True,
-    )
+    try:
+        return MongoJobQueue(
+            client[db_name],
+            collection,
+            use_change_streams=use_change_streams,
+            clock_skew_allowance=clock_skew_allowance,
+            owns_client=True,
+        )
+    except InvalidName as exc:
+        client.close()
+        raise ValueError(f"not a usable database or collection name: {exc}") from exc
