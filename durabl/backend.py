@@ -8,8 +8,8 @@ is retried after an ambiguous failure reports its first result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -17,11 +17,13 @@ from durabl.job import (
     FailureKind,
     HeartbeatResult,
     Job,
+    JobEvent,
     JobHandle,
     JobResult,
     JournalAppendResult,
     JournalRecord,
     LogEntry,
+    PickupMode,
     QueueStats,
     ReapReport,
 )
@@ -183,3 +185,58 @@ class Backend(Protocol):
 
 
 ClaimSource = Literal["poll", "inline", "drain"]
+
+
+# -- push pickup (optional) ---------------------------------------------------------------
+@dataclass(frozen=True)
+class PushStatus:
+    """A push watcher's view of pickup: ``pickup`` and why (``reason``), plus counters."""
+
+    pickup: PickupMode
+    reason: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PushListener(Protocol):
+    """What a push watcher calls back into: the queue whose processors it wakes."""
+
+    def push_types(self) -> frozenset[str]:
+        """The job types this process runs worker threads for."""
+
+    def push_due(self, type: str, count: int) -> None:
+        """``count`` jobs of ``type`` may be claimable now (0: poll every free slot)."""
+
+    def push_mode(self, mode: PickupMode, reason: str) -> None:
+        """Pickup is now ``mode``; processors on the default interval follow it."""
+
+    def push_closing(self) -> bool:
+        """True once the queue shuts down: the watcher then stops by itself."""
+
+    def emit(self, event: JobEvent) -> None:
+        """Send a ``changestream-*`` event to the queue's sink."""
+
+
+class PushWatcher(Protocol):
+    """A background watcher started by the queue (one thread) and stopped on shutdown."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> bool:
+        """Stop and join for at most ``timeout`` seconds; True when the thread ended."""
+
+    def status(self) -> PushStatus: ...
+
+
+@runtime_checkable
+class PushSource(Protocol):
+    """An optional extra a store may offer: tell the queue when jobs may have become
+    claimable, so workers need not poll often. Only ``MongoJobQueue`` (change streams)
+    implements it; every other store polls, and the contract suite does not need it."""
+
+    #: True once ``startup()`` verified that push pickup can work.
+    supports_push: bool
+    #: The poll interval of default-interval processors while push pickup is up.
+    safety_poll_interval: float
+
+    def open_push(self, listener: PushListener) -> PushWatcher:
+        """A watcher, not started, that reports to ``listener``."""

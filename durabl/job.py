@@ -202,7 +202,32 @@ EventKind = Literal[
     "reaper-error",
     "shutdown-released",
     "suspended",
+    "changestream-connected",
+    "changestream-error",
+    "changestream-fallback",
+    "changestream-closed",
 ]
+
+PickupMode = Literal["push", "poll"]
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """What :meth:`JobQueue.is_healthy` reports. Truthy when ``healthy``.
+
+    ``healthy`` is True until shutdown starts; it is not a database probe. ``pickup`` says
+    how this process learns about new jobs: ``"push"`` while a change stream is connected,
+    else ``"poll"``; ``reason`` says why, in words for people (not an API).
+    """
+
+    healthy: bool
+    pickup: PickupMode
+    reason: str
+    processing: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.healthy
 
 
 @dataclass(frozen=True)

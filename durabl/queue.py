@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
@@ -11,7 +12,7 @@ from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
-from durabl.backend import Backend
+from durabl.backend import Backend, PushSource, PushWatcher
 from durabl.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.exceptions import QueueShutdownError
 from durabl.job import (
@@ -19,6 +20,8 @@ from durabl.job import (
     Job,
     JobEvent,
     JobHandle,
+    PickupMode,
+    QueueHealth,
     QueueStats,
     ReapReport,
     StartReaperResult,
@@ -28,7 +31,6 @@ from durabl.options import (
     DEFAULT_POLL_INTERVAL,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
-    PUSH_SAFETY_POLL_INTERVAL,
     build_new_job,
     check_job_type,
 )
@@ -38,6 +40,8 @@ from durabl.shutdown import Drain, install_signal_handlers
 from durabl.worker import Processor
 
 _module_logger = logging.getLogger(__name__)
+
+PUSH_JOIN_TIMEOUT = 5.0
 
 
 def default_lease_owner() -> str:
@@ -73,6 +77,12 @@ class JobQueue:
         self._runs_changed = threading.Condition(self._lock)
         self._reaper: Reaper | None = None
         self._drain = Drain(self)
+        # Push pickup: one watcher per queue, started by the first process() on a store
+        # that offers it; processors left on the default interval follow its mode.
+        self._push: PushWatcher | None = None
+        self._push_types: frozenset[str] = frozenset()
+        self._push_mode: PickupMode = "poll"
+        self._default_interval: set[str] = set()
 
     def __repr__(self) -> str:
         return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
@@ -195,6 +205,7 @@ class JobQueue:
         )
         if not getattr(self.backend, "immediate", False):
             processor.start()
+            self._start_push(type)
 
     def register(
         self,
@@ -211,12 +222,16 @@ class JobQueue:
         check_job_type(type)
         if not callable(handler):
             raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
+        if inspect.iscoroutinefunction(handler):
+            raise TypeError(
+                f"handler for {type!r} is async; durabl runs handlers in worker threads: "
+                "write it as a plain function"
+            )
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        backend = self._ready()
-        if poll_interval is None:
-            interval = PUSH_SAFETY_POLL_INTERVAL if backend.supports_push else DEFAULT_POLL_INTERVAL
-        else:
+        self._ready()
+        interval = 0.0
+        if poll_interval is not None:
             interval = to_seconds(poll_interval, "poll_interval")
             if interval <= 0:
                 raise ValueError("poll_interval must be positive")
@@ -231,6 +246,9 @@ class JobQueue:
             self._check_open("process()")
             if type in self._processors:
                 raise ValueError(f"a handler for job type {type!r} is already registered")
+            if poll_interval is None:
+                interval = self._default_poll_interval()
+                self._default_interval.add(type)
             processor = Processor(
                 type,
                 handler,
@@ -246,6 +264,84 @@ class JobQueue:
     @property
     def processors(self) -> dict[str, Processor]:
         return dict(self._processors)
+
+    # -- push pickup ----------------------------------------------------------------------
+    def _default_poll_interval(self) -> float:
+        if self._push_mode == "push" and isinstance(self.backend, PushSource):
+            return float(self.backend.safety_poll_interval)
+        return DEFAULT_POLL_INTERVAL
+
+    def _start_push(self, type: str) -> None:
+        """Route push notifications for ``type``; start the watcher on the first call when
+        the store offers push pickup (``supports_push`` after its startup check)."""
+        backend = self.backend
+        with self._lock:
+            self._push_types = self._push_types | {type}
+            if self._push is not None or self._closing():
+                return
+            if not isinstance(backend, PushSource) or not backend.supports_push:
+                return
+            watcher = backend.open_push(_PushRouting(self))
+            self._push = watcher
+        watcher.start()
+
+    def _set_push_mode(self, mode: PickupMode, reason: str) -> None:
+        """Processors on the default interval poll every ``safety_poll_interval`` while
+        push is up, and return to the normal interval (polling at once) when it is not."""
+        with self._lock:
+            if mode == self._push_mode:
+                return
+            self._push_mode = mode
+            interval = self._default_poll_interval()
+            targets = [p for t, p in self._processors.items() if t in self._default_interval]
+        self.logger.info("job pickup is now %s: %s", mode, reason)
+        for processor in targets:
+            processor.poll_interval = interval
+            if mode == "poll":
+                processor.poll_soon()
+
+    def _push_due(self, type: str, count: int) -> None:
+        """Wake the processor of ``type`` if it has a free slot; otherwise it polls again
+        as soon as one of its runs finishes."""
+        processor = self._processors.get(type)
+        if processor is None or self._closing():
+            return
+        if processor.free_slots() <= 0:
+            processor.note_due()
+        elif count > 0:
+            processor.wake(count)
+        else:
+            processor.poll_soon()
+
+    def _stop_push(self, timeout: float = PUSH_JOIN_TIMEOUT) -> None:
+        with self._lock:
+            watcher = self._push
+        if watcher is not None and not watcher.stop(timeout):
+            self.logger.warning("the change-stream watcher did not stop within %.1fs", timeout)
+
+    def is_healthy(self) -> QueueHealth:
+        """Whether the queue runs (True until shutdown starts) and how it picks up jobs:
+        ``pickup="push"`` while a change stream is connected, else ``"poll"``, with the
+        reason. Truthy when healthy. Not a database probe."""
+        with self._lock:
+            watcher = self._push
+            processing = tuple(sorted(self._push_types))
+        healthy = not self._closing()
+        if watcher is not None:
+            status = watcher.status()
+            return QueueHealth(healthy, status.pickup, status.reason, processing, status.details)
+        backend = self.backend
+        if not isinstance(backend, PushSource):
+            reason = f"{type(backend).__name__} has no push pickup"
+        elif not getattr(backend, "use_change_streams", True):
+            reason = "change streams are off (use_change_streams=False)"
+        elif not healthy:
+            reason = "the queue is shutting down"
+        elif not backend.supports_push:
+            reason = "push pickup is not verified yet (the store's startup() has not run)"
+        else:
+            reason = "push starts with the first process() call"
+        return QueueHealth(healthy, "poll", reason, processing)
 
     def run_pending(self, type: str | None = None, *, limit: int | None = None) -> int:
         """Run due jobs of the registered types in the calling thread until none is due
@@ -437,7 +533,11 @@ class JobQueue:
     def shutdown(self, timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
         """Stop claiming, wait up to ``timeout`` for running jobs, then abort the rest and
         hand their claims back (no attempt used). Safe to call more than once."""
-        self._drain.run(to_seconds(timeout, "timeout"))
+        seconds = to_seconds(timeout, "timeout")
+        try:
+            self._drain.run(seconds)
+        finally:
+            self._stop_push()
 
     def install_signal_handlers(
         self,
@@ -448,3 +548,25 @@ class JobQueue:
         """Drain on SIGTERM/SIGINT (main thread only). Never exits the process: wait on
         ``queue.draining``. Returns a function that restores the previous handlers."""
         return install_signal_handlers(self, signals, to_seconds(timeout, "timeout"))
+
+
+class _PushRouting:
+    """The queue as its push watcher sees it (a :class:`durabl.backend.PushListener`)."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def push_types(self) -> frozenset[str]:
+        return self.queue._push_types
+
+    def push_due(self, type: str, count: int) -> None:
+        self.queue._push_due(type, count)
+
+    def push_mode(self, mode: PickupMode, reason: str) -> None:
+        self.queue._set_push_mode(mode, reason)
+
+    def push_closing(self) -> bool:
+        return self.queue._closing()
+
+    def emit(self, event: JobEvent) -> None:
+        self.queue.emit(event)

@@ -2,8 +2,8 @@
 
 Idle cost is one claim query per type per (jittered) poll interval, whatever the
 concurrency. The poller claims only as many jobs as there are free workers, and polls again
-at once while claims keep coming back full; an enqueue of a due job in this process wakes
-it immediately.
+at once while claims keep coming back full; an enqueue of a due job in this process, or a
+change-stream notification (push pickup), wakes it immediately.
 """
 
 from __future__ import annotations
@@ -135,11 +135,22 @@ class Processor:
         )
         self._poller.start()
 
-    def wake(self) -> None:
-        """Poll now (an enqueue in this process made a job of this type due)."""
+    def wake(self, count: int = 1) -> None:
+        """Poll now: ``count`` jobs of this type became due (an enqueue in this process, or
+        a change-stream notification), so claim that many."""
         with self._lock:
-            self._enqueued += 1
+            self._enqueued += count
         self._wake.set()
+
+    def poll_soon(self) -> None:
+        """Poll now for every free slot (push pickup stopped, or it asked for a resync)."""
+        self._wake.set()
+
+    def note_due(self) -> None:
+        """A job became due while no slot was free: poll again as soon as a run finishes
+        instead of waiting out the poll interval."""
+        with self._lock:
+            self._maybe_more = True
 
     def _next_wait(self) -> float:
         if self._errors:
@@ -185,7 +196,10 @@ class Processor:
                     self._run_seconds = took if avg is None else avg + (took - avg) / 8
                     # Refill once the read-ahead has drained, so claims come in batches.
                     more = self._maybe_more and self._outstanding <= self.concurrency
-                if more:
+                # A run of a "pending"-scope key frees the key's active slot: its pending
+                # follower (no store event announces it) may be claimable now.
+                handle = run.handle
+                if more or (handle.dedupe_key is not None and handle.dedupe_scope == "pending"):
                     self._wake.set()
 
     def stop_polling(self, timeout: float | None = 5.0) -> None:

@@ -20,7 +20,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from durabl.backend import EnqueueResult, InlineClaimResult
+from durabl.backend import EnqueueResult, InlineClaimResult, PushListener
 from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.exceptions import DedupeScopeConflictError, DurablError
 from durabl.job import (
@@ -39,10 +39,12 @@ from durabl.job import (
     handle_for,
 )
 from durabl.mongo import codec
+from durabl.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, LIVE_SLOT, PENDING_SLOT, SLOTS
 from durabl.mongo.indexes import ensure_indexes
 from durabl.mongo.retry import RETRY_ATTEMPTS, call_with_retries
-from durabl.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.mongo.watcher import Watcher, open_watcher
+from durabl.options import MAX_LOG_ENTRIES, PUSH_SAFETY_POLL_INTERVAL, RECEIPTS_KEPT, NewJob
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +68,12 @@ class MongoJobQueue:
     """Jobs in one MongoDB collection.
 
     ``use_change_streams`` asks for push pickup; ``startup()`` then refuses a server that
-    cannot provide it. ``clock_skew_allowance`` (seconds) is added to every lease deadline
-    the reaper checks, on top of timestamps taken from the server's clock (default 2 s on a
-    server, 0 on mongomock).
+    cannot provide it (see docs/change-streams.md). While the stream is up, processors on
+    the default poll interval poll every ``safety_poll_interval`` seconds; notifications
+    are batched for ``push_batch_window`` seconds (``push_settings`` holds the rest).
+    ``clock_skew_allowance`` (seconds) is added to every lease deadline the reaper checks,
+    on top of timestamps taken from the server's clock (default 2 s on a server, 0 on
+    mongomock).
     """
 
     supports_journal = True
@@ -83,13 +88,24 @@ class MongoJobQueue:
         server_time: bool = True,
         clock_skew_allowance: float | None = None,
         owns_client: bool = False,
+        safety_poll_interval: float = PUSH_SAFETY_POLL_INTERVAL,
+        push_batch_window: float = DEFAULT_BATCH_WINDOW,
     ) -> None:
         if not isinstance(collection, str) or not collection:
             raise ValueError(f"collection must be a non-empty string, got {collection!r}")
+        if isinstance(safety_poll_interval, bool) or not (
+            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
+        ):
+            raise ValueError(
+                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
+            )
         self.db = db
         self.collection_name = collection
         self.use_change_streams = use_change_streams
+        #: True once startup() verified change streams; the queue then starts a watcher.
         self.supports_push = False
+        self.safety_poll_interval = float(safety_poll_interval)
+        self.push_settings = PushSettings(batch_window=push_batch_window)
         self.clock = clock or SYSTEM_CLOCK
         self._mock = is_mongomock(db)
         if clock_skew_allowance is None:
@@ -195,9 +211,14 @@ class MongoJobQueue:
                 "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
                 "this server is standalone (a single-node replica set works for development)"
             )
-        # Push pickup (the change-stream watcher) is not built yet: until it is, polling
-        # keeps its normal interval rather than the push-mode safety net.
-        self.supports_push = False
+        self.supports_push = True
+
+    def open_push(self, listener: PushListener) -> Watcher:
+        """The change-stream watcher for a queue (not started): see
+        :mod:`durabl.mongo.changestream`."""
+        if not self.supports_push:
+            raise DurablError("push pickup needs use_change_streams=True and startup()")
+        return open_watcher(self, listener)
 
     def close(self) -> None:
         if self._owns_client:

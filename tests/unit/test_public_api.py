@@ -310,3 +310,24 @@ def test_reap_once_sweeps_until_nothing_is_left(clock: FakeClock) -> None:
     report = q.reap_once()
     assert (report.recovered, report.stalled, report.handled) == (2, 1, 3)
     assert q.reap_once().handled == 0
+
+
+def test_async_handlers_are_refused_at_registration() -> None:
+    async def handler(job: Job[Any], ctx: JobContext) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="async"):
+        JobQueue(DummyBackend()).register("t", handler)
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("mongodb://db.invalid:27017/my app", {}),
+        ("mongomock:///fine", {"collection": "a$b"}),
+        ("mongodb://db.invalid:27017/app", {"collection": "a$b"}),
+    ],
+)
+def test_bad_mongo_names_are_value_errors(url: str, options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="name"):
+        backend_from_url(url, **options)
