@@ -533,11 +533,7 @@ class JobQueue:
     def shutdown(self, timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
         """Stop claiming, wait up to ``timeout`` for running jobs, then abort the rest and
         hand their claims back (no attempt used). Safe to call more than once."""
-        seconds = to_seconds(timeout, "timeout")
-        try:
-            self._drain.run(seconds)
-        finally:
-            self._stop_push()
+        self._drain.run(to_seconds(timeout, "timeout"))  # the drain stops the watcher too
 
     def install_signal_handlers(
         self,

@@ -62,6 +62,7 @@ class Drain:
         clock = queue.clock
         deadline = clock.monotonic() + timeout
         queue.stop_reaper()
+        queue._stop_push()  # the change-stream watcher, if any: no new wake-ups from here on
         processors = list(queue.processors.values())
         for processor in processors:
             processor.stop_polling(None)  # signal them all first, then join with one bound
