@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
-from durabl import JobQueue
+from durabl import JobEvent, JobQueue
 from durabl_django.registry import JobSpec, registry
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -148,11 +148,20 @@ class Runner:
         self.stderr: Output = stderr or sys.stderr
         self.hard_exit = hard_exit
         self.drained = threading.Event()
+        self.released = 0  # runs the drain handed back after its timeout
         self._durabl_handlers: dict[int, Any] = {}
         self._signalled = False
 
     def start(self) -> None:
         """Connect, start the workers and the reaper, and take over the signals."""
+        sink = self.queue.on_job_event
+
+        def count_then_forward(event: JobEvent) -> None:
+            self._count_release(event)
+            if sink is not None:
+                sink(event)
+
+        self.queue.on_job_event = count_then_forward
         self.queue.startup()
         for spec in self.specs:
             self.queue.process(
@@ -210,5 +219,16 @@ class Runner:
                 if signal.getsignal(sig) is self._on_signal:
                     signal.signal(sig, handler)
             self._uninstall()
-        self.stdout.write("durabl: drained; exiting\n")
+        released = self.released
+        if released:
+            self.stdout.write(
+                f"durabl: drain timed out; {released} job(s) still running were handed back "
+                "to the queue; exiting\n"
+            )
+        else:
+            self.stdout.write("durabl: drained; exiting\n")
         self.stdout.flush()
+
+    def _count_release(self, event: JobEvent) -> None:
+        if event.kind == "shutdown-released":
+            self.released += 1
