@@ -171,3 +171,15 @@ def pytest_report_header(config: pytest.Config) -> str:
     return (
         "real MongoDB: tried when a test asks (MONGO_URL unset; testcontainers if Docker answers)"
     )
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line per distinct skip reason, with its count (``-rs`` would list every test)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else "skipped"
+        reason = str(reason).removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"skipped {count}: {reason}")
