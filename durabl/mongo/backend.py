@@ -1,70 +1,46 @@
-"""MongoJobQueue: the production backend. The only module family that talks to pymongo."""
+"""MongoJobQueue: the production backend. The only module family that talks to pymongo.
+
+The class is layered over three modules: :mod:`durabl.mongo.store` (the collection, the
+mongomock guard, retries, the server clock, startup), :mod:`durabl.mongo.operations`
+(the reaper and the operator queries) and this one (enqueue, claim, fenced writes, the
+journal and push pickup).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import re
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
-import pymongo
 from bson import ObjectId
-from bson.codec_options import CodecOptions
 from pymongo import ReturnDocument
-from pymongo.collection import Collection
-from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
 from durabl.backend import EnqueueResult, InlineClaimResult, PushListener
-from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.exceptions import DedupeScopeConflictError, DurablError
 from durabl.job import (
-    FAILURE_KINDS,
-    STATUSES,
-    FailureKind,
     HeartbeatResult,
-    Job,
     JobHandle,
     JobResult,
     JournalAppendResult,
     JournalRecord,
     LogEntry,
-    QueueStats,
-    ReapReport,
     handle_for,
 )
 from durabl.mongo import codec
-from durabl.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
-from durabl.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, LIVE_SLOT, PENDING_SLOT, SLOTS
-from durabl.mongo.indexes import ensure_indexes
-from durabl.mongo.retry import RETRY_ATTEMPTS, call_with_retries
+from durabl.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
+from durabl.mongo.operations import MongoOperations
+from durabl.mongo.retry import call_with_retries
+from durabl.mongo.store import NO_RECEIPTS
 from durabl.mongo.watcher import Watcher, open_watcher
-from durabl.options import MAX_LOG_ENTRIES, PUSH_SAFETY_POLL_INTERVAL, RECEIPTS_KEPT, NewJob
+from durabl.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 
 logger = logging.getLogger(__name__)
 
-R = TypeVar("R")
 
-SERVER_TIME_REFRESH = 300.0
-DEFAULT_SKEW_ALLOWANCE = 2.0
-_NO_RECEIPTS = {"receipts": 0}
-
-
-# mongomock is not thread-safe, and two backends may share one mongomock database: one
-# process-wide lock serialises every mongomock call made by any MongoJobQueue.
-_MONGOMOCK_LOCK = threading.RLock()
-
-
-def is_mongomock(db: Any) -> bool:
-    return type(db).__module__.split(".")[0] == "mongomock"
-
-
-class MongoJobQueue:
+class MongoJobQueue(MongoOperations):
     """Jobs in one MongoDB collection.
 
     ``use_change_streams`` asks for push pickup; ``startup()`` then refuses a server that
@@ -78,151 +54,16 @@ class MongoJobQueue:
 
     supports_journal = True
 
-    def __init__(
-        self,
-        db: Database[Any],
-        collection: str = "durabl_jobs",
-        use_change_streams: bool = False,
-        *,
-        clock: Clock | None = None,
-        server_time: bool = True,
-        clock_skew_allowance: float | None = None,
-        owns_client: bool = False,
-        safety_poll_interval: float = PUSH_SAFETY_POLL_INTERVAL,
-        push_batch_window: float = DEFAULT_BATCH_WINDOW,
-    ) -> None:
-        if not isinstance(collection, str) or not collection:
-            raise ValueError(f"collection must be a non-empty string, got {collection!r}")
-        if isinstance(safety_poll_interval, bool) or not (
-            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
-        ):
-            raise ValueError(
-                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
-            )
-        self.db = db
-        self.collection_name = collection
-        self.use_change_streams = use_change_streams
-        #: True once startup() verified change streams; the queue then starts a watcher.
-        self.supports_push = False
-        self.safety_poll_interval = float(safety_poll_interval)
-        self.push_settings = PushSettings(batch_window=push_batch_window)
-        self.clock = clock or SYSTEM_CLOCK
-        self._mock = is_mongomock(db)
-        if clock_skew_allowance is None:
-            # One process and one clock on mongomock; hosts differ on a real deployment.
-            clock_skew_allowance = 0.0 if self._mock else DEFAULT_SKEW_ALLOWANCE
-        self.clock_skew_allowance = float(clock_skew_allowance)
-        self._server_time = server_time and not self._mock and clock is None
-        self._offset = timedelta(0)
-        self._offset_checked_at: float | None = None
-        self._owns_client = owns_client
-        self._lock: threading.RLock | None = _MONGOMOCK_LOCK if self._mock else None
-        self._started = False
-        self._startup_lock = threading.Lock()
-        self.col: Collection[dict[str, Any]] = db.get_collection(
-            collection, codec_options=CodecOptions(tz_aware=True)
-        )
-
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
 
-    # -- plumbing -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _guard(self, timeout: float | None = None) -> Iterator[None]:
-        """Serialise mongomock calls (waiting at most ``timeout``); no-op on a server."""
-        if self._lock is None:
-            yield
-            return
-        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-            raise DurablError("timed out waiting for the in-process mongomock lock")
-        try:
-            yield
-        finally:
-            self._lock.release()
-
-    @contextlib.contextmanager
-    def _bounded(self, timeout: float | None) -> Iterator[None]:
-        """Bound every server round trip inside, retries included (pymongo's CSOT)."""
-        if timeout is None or self._lock is not None:
-            yield
-            return
-        with pymongo.timeout(timeout):
-            yield
-
-    def _call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
-        """Run ``fn`` under the mongomock guard; repeat transient errors when ``retry``."""
-
-        def guarded() -> R:
-            with self._guard():
-                return fn()
-
-        return call_with_retries(operation, guarded, attempts=RETRY_ATTEMPTS if retry else 1)
-
-    def now(self) -> datetime:
-        """The server's clock where it tells us, else this host's."""
-        if self._server_time:
-            mono = time.monotonic()
-            if (
-                self._offset_checked_at is None
-                or mono - self._offset_checked_at > SERVER_TIME_REFRESH
-            ):
-                self._offset_checked_at = mono
-                self._measure_offset()
-        now = self.clock.now() + self._offset
-        # BSON keeps milliseconds: round here so what we compare is what we stored.
-        return now.replace(microsecond=now.microsecond // 1000 * 1000)
-
-    def _measure_offset(self) -> None:
-        try:
-            before = self.clock.now()
-            reply = self.db.command("hello")
-            after = self.clock.now()
-        except PyMongoError as exc:
-            logger.debug("could not read server time, using local clock: %s", exc)
-            return
-        server = reply.get("localTime")
-        if isinstance(server, datetime):
-            midpoint = before + (after - before) / 2
-            self._offset = as_utc(server) - midpoint
-
-    # -- startup --------------------------------------------------------------------------
-    def startup(self) -> None:
-        """Create the indexes (idempotent) and check change-stream support if asked."""
-        with self._startup_lock:
-            if self._started:
-                return
-            self._call("startup", lambda: ensure_indexes(self.col, mongomock=self._mock))
-            if self.use_change_streams:
-                self._check_change_streams()
-            self._started = True
-
-    def _check_change_streams(self) -> None:
-        if self._mock:
-            raise DurablError(
-                "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
-                "mongomock has no change streams"
-            )
-        try:
-            hello = self.db.command("hello")
-        except PyMongoError as exc:
-            raise DurablError(f"could not check change-stream support: {exc}") from exc
-        if "setName" not in hello and hello.get("msg") != "isdbgrid":
-            raise DurablError(
-                "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
-                "this server is standalone (a single-node replica set works for development)"
-            )
-        self.supports_push = True
-
+    # -- push and size --------------------------------------------------------------------
     def open_push(self, listener: PushListener) -> Watcher:
         """The change-stream watcher for a queue (not started): see
         :mod:`durabl.mongo.changestream`."""
         if not self.supports_push:
             raise DurablError("push pickup needs use_change_streams=True and startup()")
         return open_watcher(self, listener)
-
-    def close(self) -> None:
-        if self._owns_client:
-            self.db.client.close()
 
     def check_size(self, job: NewJob) -> None:
         codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
@@ -365,7 +206,7 @@ class MongoJobQueue:
                     query,
                     self._claim_update(now, token, owner),
                     sort=[("priority", 1), ("run_at", 1), ("_id", 1)],
-                    projection=_NO_RECEIPTS,
+                    projection=NO_RECEIPTS,
                     return_document=ReturnDocument.AFTER,
                 )
             except DuplicateKeyError:
@@ -503,12 +344,6 @@ class MongoJobQueue:
 
         return self._call("heartbeat", beat)
 
-    def _terminal_update(self, status: str, now: datetime, **fields: Any) -> dict[str, Any]:
-        return {
-            "$set": {"status": status, "updated_at": now, "finished_at": now, **fields},
-            "$unset": {name: "" for name in (*SLOTS, *LEASE_FIELDS)},
-        }
-
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
         update = self._terminal_update("completed", self.now())
         return self._fenced(job_id, token, "complete", "completed", update, logs)
@@ -561,13 +396,6 @@ class MongoJobQueue:
                 oid, token, "fail", now, logs, fail_reason=reason
             ),
         )
-
-    def _back_to_pending(self, now: datetime, **fields: Any) -> dict[str, Any]:
-        return {
-            "$set": {"status": "pending", "updated_at": now, **fields},
-            "$unset": {name: "" for name in LEASE_FIELDS},
-            "$rename": {ACTIVE_SLOT: PENDING_SLOT},
-        }
 
     def _supersede(
         self,
@@ -637,238 +465,3 @@ class MongoJobQueue:
             return "applied" if self.col.find_one(repeat, {"_id": 1}) else "lease-lost"
 
         return self._call("append_journal", write)
-
-    # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
-        now = self.now()
-        cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
-        stuck = self._call(
-            "reap",
-            lambda: list(
-                self.col.find(
-                    {"status": "active", "heartbeat_at": {"$lt": cutoff}},
-                    {"claim_token": 1, "attempts": 1, "max_attempts": 1, "type": 1},
-                )
-                .sort("heartbeat_at", 1)
-                .limit(limit)
-            ),
-        )
-        recovered = stalled = superseded = 0
-        ids: list[str] = []
-        for doc in stuck:
-            outcome = self._reap_one(doc, cutoff, now)
-            if outcome is None:
-                continue
-            ids.append(str(doc["_id"]))
-            if outcome == "stalled":
-                stalled += 1
-            elif outcome == "superseded":
-                superseded += 1
-            else:
-                recovered += 1
-        return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, tuple(ids))
-
-    def _reap_one(self, doc: Mapping[str, Any], cutoff: datetime, now: datetime) -> str | None:
-        query = {
-            "_id": doc["_id"],
-            "status": "active",
-            "claim_token": doc.get("claim_token"),
-            "heartbeat_at": {"$lt": cutoff},
-        }
-        if doc["attempts"] >= doc["max_attempts"]:
-            update = self._terminal_update(
-                "failed",
-                now,
-                failure_kind="stalled",
-                fail_reason="lease expired: the worker stopped heartbeating (crashed or hung)",
-            )
-            outcome = "stalled"
-        else:
-            update = self._back_to_pending(now, run_at=now)
-            outcome = "recovered"
-
-        def write() -> str | None:
-            try:
-                res = self.col.update_one(query, update)
-            except DuplicateKeyError:
-                res = self.col.update_one(query, self._terminal_update("superseded", now))
-                return "superseded" if res.matched_count else None
-            return outcome if res.matched_count else None
-
-        return self._call("reap", write)
-
-    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
-        total = 0
-        while True:
-            report = self.reap(visibility_timeout)
-            total += report.handled
-            if not report.saturated or not report.handled:
-                return total
-
-    # -- queries and operations -----------------------------------------------------------
-    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
-        query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}
-        return (
-            self._call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
-        )
-
-    def get_job(self, job_id: str) -> Job[Any] | None:
-        oid = codec.parse_id(job_id)
-        if oid is None:
-            return None
-        doc = self._call("get_job", lambda: self.col.find_one({"_id": oid}, _NO_RECEIPTS))
-        return codec.to_job(doc) if doc else None
-
-    def _list_query(
-        self,
-        status: str | None,
-        type: str | None,
-        failure_kind: str | None,
-        search: str | None,
-    ) -> dict[str, Any]:
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        if failure_kind is not None and failure_kind not in FAILURE_KINDS:
-            raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
-        query: dict[str, Any] = {}
-        if status is not None:
-            query["status"] = status
-        if type is not None:
-            query["type"] = type
-        if failure_kind is not None:
-            query["failure_kind"] = failure_kind
-        if search:
-            terms: list[dict[str, Any]] = [
-                {"dedupe_key": {"$regex": "^" + re.escape(search)}},
-            ]
-            oid = codec.parse_id(search)
-            if oid is not None:
-                terms.append({"_id": oid})
-            query["$or"] = terms
-        return query
-
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        if limit < 0 or offset < 0:
-            raise ValueError("limit and offset must not be negative")
-        query = self._list_query(status, type, failure_kind, search)
-        order = [("finished_at", -1), ("_id", -1)] if status == "failed" else [("_id", -1)]
-
-        def fetch() -> list[Job[Any]]:
-            cursor = self.col.find(query, _NO_RECEIPTS).sort(order).skip(offset).limit(limit)
-            return [codec.to_job(doc) for doc in cursor]
-
-        return self._call("list_jobs", fetch)
-
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        query = self._list_query(status, type, failure_kind, search)
-        return self._call("count_jobs", lambda: self.col.count_documents(query))
-
-    def retry(self, job_id: str) -> bool:
-        oid = codec.parse_id(job_id)
-        if oid is None:
-            return False
-        now = self.now()
-
-        def write() -> bool:
-            doc = self.col.find_one(
-                {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
-            )
-            if doc is None:
-                return False
-            fields: dict[str, Any] = {
-                "status": "pending",
-                "attempts": 0,
-                "run_at": now,
-                "updated_at": now,
-            }
-            key = doc.get("dedupe_key")
-            if key is not None:
-                scope = doc.get("dedupe_scope") or "pending+active"
-                others = [{slot: key} for slot in codec.other_scope_slots(scope)]
-                if self.col.find_one({"$or": others}, {"_id": 1}) is not None:
-                    return False  # the key is live under the other scope
-                fields[codec.pending_slot(scope)] = key
-            try:
-                res = self.col.update_one(
-                    {"_id": oid, "status": "failed"},
-                    {"$set": fields, "$unset": {"failure_kind": "", "finished_at": ""}},
-                )
-            except DuplicateKeyError:
-                return False
-            return res.modified_count == 1
-
-        # Not repeated: a retry that applied but lost its reply would report False.
-        return self._call("retry", write, retry=False)
-
-    def delete(self, job_id: str) -> bool:
-        oid = codec.parse_id(job_id)
-        if oid is None:
-            return False
-        return bool(
-            self._call(
-                "delete",
-                lambda: (
-                    self.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count
-                ),
-            )
-        )
-
-    def get_stats(self, type: str | None = None) -> QueueStats:
-        now = self.now()
-        base: dict[str, Any] = {} if type is None else {"type": type}
-
-        def read() -> QueueStats:
-            counts = {s: self.col.count_documents({**base, "status": s}) for s in STATUSES}
-            by_kind: dict[str, int] = {
-                kind: n
-                for kind in FAILURE_KINDS
-                if (
-                    n := self.col.count_documents(
-                        {**base, "status": "failed", "failure_kind": kind}
-                    )
-                )
-            }
-            oldest = self.col.find_one(
-                {**base, "status": "pending", "run_at": {"$lte": now}},
-                {"run_at": 1},
-                sort=[("run_at", 1)],
-            )
-            oldest_at = as_utc(oldest["run_at"]) if oldest else None
-            lag = max((now - oldest_at).total_seconds(), 0.0) if oldest_at else 0.0
-            return QueueStats(
-                pending=counts["pending"],
-                active=counts["active"],
-                completed=counts["completed"],
-                failed=counts["failed"],
-                superseded=counts["superseded"],
-                oldest_pending_run_at=oldest_at,
-                oldest_pending_lag=lag,
-                failed_by_kind=by_kind,
-            )
-
-        return self._call("get_stats", read)
-
-    def job_types(self) -> list[str]:
-        return sorted(self._call("job_types", lambda: self.col.distinct("type")))
-
-    def drop(self) -> None:
-        """Delete the collection (tests and the demo)."""
-        with self._guard():
-            self.col.drop()
-        self._started = False

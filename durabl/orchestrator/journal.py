@@ -23,7 +23,7 @@ from typing import Any, Literal
 from durabl.clock import as_utc
 from durabl.exceptions import DurablError
 from durabl.job import Job, JournalRecord
-from durabl.memory import _portable
+from durabl.memory_store import _portable
 from durabl.options import MAX_PAYLOAD_BYTES
 from durabl.payload import check_payload
 
