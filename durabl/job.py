@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -116,7 +117,7 @@ class JobHandle(Job[T]):
 
     def as_job(self) -> Job[T]:
         """The plain job, without lifecycle methods (what handlers receive)."""
-        return Job(**{f.name: getattr(self, f.name) for f in fields(Job)})
+        return Job(**{name: getattr(self, name) for name in _job_fields()})
 
     def log(self, message: str) -> None:
         """Buffer a log line; it is stored with the next heartbeat or lifecycle write."""
@@ -249,5 +250,11 @@ class JobEvent:
 
 def handle_for(job: Job[T], claim_token: str, backend: Backend) -> JobHandle[T]:
     """A handle on a job that ``backend`` claimed with ``claim_token``."""
-    values = {f.name: getattr(job, f.name) for f in fields(Job)}
+    values = {name: getattr(job, name) for name in _job_fields()}
     return JobHandle(**values, claim_token=claim_token, backend=backend)
+
+
+@functools.cache
+def _job_fields() -> tuple[str, ...]:
+    """The names of Job's fields, looked up once (handles are made for every claim)."""
+    return tuple(f.name for f in fields(Job))
