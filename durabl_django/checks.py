@@ -94,6 +94,16 @@ def _check_url() -> list[checks.CheckMessage]:
                 id="durabl.E003",
             )
         ]
+    if url_scheme(url) == "sqlite" and not url.startswith("sqlite:////"):
+        return [
+            checks.Warning(
+                f"settings.{SETTING_NAME}['URL'] = {url!r} names a SQLite file relative to "
+                "the working directory: a web process and runworkers started from different "
+                "directories would use different files and never see each other's jobs.",
+                hint="Build an absolute path, e.g. f\"sqlite:///{BASE_DIR / 'durabl.sqlite3'}\".",
+                id="durabl.W001",
+            )
+        ]
     return []
 
 

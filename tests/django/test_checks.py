@@ -100,8 +100,6 @@ def test_settings_that_are_not_a_dict_are_e002(settings: Any) -> None:
 @pytest.mark.parametrize(
     "durabl",
     [
-        {},
-        {"URL": "sqlite:///relative/jobs.sqlite3"},
         {"URL": "sqlite:////abs/jobs.sqlite3"},
         {"URL": "mongodb://db1,db2/app?replicaSet=rs0", "CHANGE_STREAMS": True},
         {"URL": "mongodb://127.0.0.1:1/app", "DATABASE": "other", "COLLECTION": "q"},
@@ -113,6 +111,12 @@ def test_settings_that_are_not_a_dict_are_e002(settings: Any) -> None:
 def test_good_settings_pass_without_connecting(settings: Any, durabl: Any) -> None:
     settings.DURABL = durabl
     assert run_durabl_checks() == []
+
+
+@pytest.mark.parametrize("durabl", [{}, {"URL": "sqlite:///relative/jobs.sqlite3"}])
+def test_a_relative_sqlite_path_is_a_warning(settings: Any, durabl: Any) -> None:
+    settings.DURABL = durabl
+    assert run_durabl_checks() == ["durabl.W001"]
 
 
 def test_errors_stop_manage_py_commands(settings: Any) -> None:
