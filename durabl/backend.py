@@ -40,6 +40,15 @@ class EnqueueResult:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """One finished run to record as completed: what :meth:`Backend.complete_many` takes."""
+
+    job_id: str
+    token: str
+    logs: Sequence[LogEntry] = ()
+
+
+@dataclass(frozen=True)
 class InlineClaimResult:
     """The outcome of :meth:`Backend.claim_or_enqueue`: a handle, or the job that now covers
     the work (``job_id`` of a new pending follower, or None)."""
@@ -97,6 +106,11 @@ class Backend(Protocol):
     ) -> HeartbeatResult: ...
 
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """:meth:`complete` for each of ``completions``, in order, one result each. A store
+        may write them together (one transaction); each is still fenced on its own token,
+        so one lost lease does not stop the others."""
 
     def fail(
         self,

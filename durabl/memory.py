@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from durabl.backend import Backend, EnqueueResult, InlineClaimResult
+from durabl.backend import Backend, Completion, EnqueueResult, InlineClaimResult
 from durabl.clock import Clock
 from durabl.exceptions import DedupeScopeConflictError
 from durabl.job import (
@@ -183,6 +183,10 @@ class MemoryBackend(MemoryStore):
                 return rec
             self._move(rec, "completed", self.now())
             return self._applied(rec, token, "complete", "completed", logs)
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        with self._lock:
+            return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

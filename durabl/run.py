@@ -13,15 +13,18 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
-from durabl.backend import Backend
+from durabl.backend import Backend, Completion
 from durabl.clock import Clock
 from durabl.exceptions import FatalJobError
 from durabl.heartbeat import Heartbeat, HeartbeatThread
 from durabl.job import Job, JobEvent, JobHandle, JobResult
 from durabl.options import BackoffPolicy
+
+if TYPE_CHECKING:
+    from durabl.completer import Completer
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +107,8 @@ class RunOutcome:
     error: BaseException | None
     result: JobResult | None
     #: "written" (the store has the outcome), "lease-lost" (write suppressed),
-    #: "released" (shutdown took the claim back) or "write-failed".
+    #: "released" (shutdown took the claim back), "write-failed", or "handed-over"
+    #: (a completer writes the completion; the run's ``done`` event is set once it has).
     disposition: str
 
     @property
@@ -186,11 +190,15 @@ class ManagedRun:
     def started(self) -> bool:
         return self._state != "new"
 
-    def execute(self, heartbeat_host: HeartbeatThread | None = None) -> RunOutcome:
+    def execute(
+        self, heartbeat_host: HeartbeatThread | None = None, completer: Completer | None = None
+    ) -> RunOutcome:
         """Run the handler and record its outcome. Never raises the handler's error.
 
         A run that shutdown released before it started does nothing. ``heartbeat_host``
-        is the calling worker's reusable heartbeat thread, if it has one."""
+        is the calling worker's reusable heartbeat thread, if it has one. With a
+        ``completer``, a plain completion is handed to it to write (outcome
+        ``handed-over``) and the run stays tracked until it is written."""
         self.runtime._track(self)
         with self._lock:
             if self._state != "new":
@@ -216,29 +224,37 @@ class ManagedRun:
             raise exc
         finally:
             self.heartbeat.stop()
+        outcome: RunOutcome | None = None
         try:
-            return self._finish(error, self.runtime.clock.monotonic() - started)
+            outcome = self._finish(error, self.runtime.clock.monotonic() - started, completer)
+            return outcome
         finally:
-            self.runtime._untrack(self)
-            self.done.set()
+            if outcome is None or outcome.disposition != "handed-over":
+                self.runtime._untrack(self)
+                self.done.set()
 
-    def _finish(self, error: BaseException | None, duration: float) -> RunOutcome:
+    def _finish(
+        self, error: BaseException | None, duration: float, completer: Completer | None = None
+    ) -> RunOutcome:
         with self._lock:
             if self._state != "running":
                 return RunOutcome(error, None, "released")
             self._state = "finishing"
+        handed_over = False
         try:
             if self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED):
                 self._lease_lost()
                 return RunOutcome(error, None, "lease-lost")
+            if error is None and completer is not None:
+                job = self.handle
+                completion = Completion(job.id, job.claim_token, self.ctx._take_logs())
+                completer.submit(self, completion, duration)
+                handed_over = True
+                return RunOutcome(None, None, "handed-over")
             try:
                 result = self._write(error)
             except Exception:
-                logger.exception(
-                    "could not record the outcome of job %s; the reaper will recover it",
-                    self.handle.id,
-                    extra={"job_id": self.handle.id, "type": self.handle.type},
-                )
+                self._write_failed()
                 return RunOutcome(error, None, "write-failed")
             self._report(error, result, duration)
             if isinstance(error, SuspendRun):
@@ -247,8 +263,31 @@ class ManagedRun:
                 return RunOutcome(error, result, "lease-lost")
             return RunOutcome(error, result, "written")
         finally:
+            if not handed_over:
+                with self._lock:
+                    self._state = "done"
+
+    def _written(self, result: JobResult | Exception, duration: float) -> None:
+        """The completer wrote (or failed to write) this run's completion: report it, and
+        let shutdown and ``done`` waiters know the run is over."""
+        try:
+            if isinstance(result, Exception):
+                self._write_failed(result)
+            else:
+                self._report(None, result, duration)
+        finally:
             with self._lock:
                 self._state = "done"
+            self.runtime._untrack(self)
+            self.done.set()
+
+    def _write_failed(self, exc: BaseException | None = None) -> None:
+        logger.error(
+            "could not record the outcome of job %s; the reaper will recover it",
+            self.handle.id,
+            exc_info=exc if exc is not None else True,
+            extra={"job_id": self.handle.id, "type": self.handle.type},
+        )
 
     def _write(self, error: BaseException | None) -> JobResult:
         backend = self.runtime.backend

@@ -14,6 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 
+from durabl.completer import Completer
 from durabl.heartbeat import HeartbeatThread
 from durabl.job import JobEvent, JobHandle
 from durabl.run import Handler, ManagedRun, Runtime
@@ -61,6 +62,10 @@ class Processor:
         self._poller: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
         self._hosts: list[HeartbeatThread] = []
+        # Completions are written in batches by one thread, while workers run on.
+        self.completer = Completer(
+            runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
+        )
         self.polls = 0
 
     # -- one step, for tests and for the poller ------------------------------------------
@@ -185,7 +190,7 @@ class Processor:
                 return
             started = self.runtime.clock.monotonic()
             try:
-                run.execute(heartbeats)
+                run.execute(heartbeats, self.completer)
             except BaseException:
                 logger.exception("worker for %s stopped by an exception", self.type)
             finally:
@@ -196,11 +201,19 @@ class Processor:
                     self._run_seconds = took if avg is None else avg + (took - avg) / 8
                     # Refill once the read-ahead has drained, so claims come in batches.
                     more = self._maybe_more and self._outstanding <= self.concurrency
-                # A run of a "pending"-scope key frees the key's active slot: its pending
-                # follower (no store event announces it) may be claimable now.
-                handle = run.handle
-                if more or (handle.dedupe_key is not None and handle.dedupe_scope == "pending"):
+                if more or (run.done.is_set() and self._frees_a_follower(run)):
                     self._wake.set()
+
+    @staticmethod
+    def _frees_a_follower(run: ManagedRun) -> bool:
+        """A finished run of a "pending"-scope key frees the key's active slot: its pending
+        follower (no store event announces it) may be claimable now."""
+        handle = run.handle
+        return handle.dedupe_key is not None and handle.dedupe_scope == "pending"
+
+    def _after_write(self, run: ManagedRun) -> None:
+        if self._frees_a_follower(run):
+            self._wake.set()
 
     def stop_polling(self, timeout: float | None = 5.0) -> None:
         """No new claims from here on; joins the poller unless ``timeout`` is None."""
@@ -227,4 +240,6 @@ class Processor:
                 break
         for host in self._hosts:  # idle by now: every run's heartbeat has stopped
             host.close(timeout)
+        # Workers have handed over all they will: write the rest, then stop.
+        self.completer.close(timeout)
         return [t.name for t in self._workers if t.is_alive()]

@@ -18,7 +18,7 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from durabl.backend import EnqueueResult, InlineClaimResult, PushListener
+from durabl.backend import Completion, EnqueueResult, InlineClaimResult, PushListener
 from durabl.exceptions import DedupeScopeConflictError, DurablError
 from durabl.job import (
     HeartbeatResult,
@@ -347,6 +347,10 @@ class MongoJobQueue(MongoOperations):
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
         update = self._terminal_update("completed", self.now())
         return self._fenced(job_id, token, "complete", "completed", update, logs)
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """One fenced update per completion, in order (each with its own receipt)."""
+        return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

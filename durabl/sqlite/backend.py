@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from durabl.backend import EnqueueResult, InlineClaimResult
+from durabl.backend import Completion, EnqueueResult, InlineClaimResult
 from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.exceptions import DurablError
 from durabl.job import (
@@ -274,6 +274,26 @@ class SqliteJobQueue:
             return "completed" if writes.set_terminal(conn, params, "completed") else None
 
         return self._fenced("complete", job_id, token, logs, apply)
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """Every completion in one write transaction, each fenced on its own token."""
+        if not completions:
+            return []
+        now = self._now_ms()
+
+        def write(conn: sqlite3.Connection) -> list[JobResult]:
+            results: list[JobResult] = []
+            for c in completions:
+                params = {"id": c.job_id, "token": c.token, "now": now}
+                if not writes.set_terminal(conn, params, "completed"):
+                    results.append(writes.resolve_miss(conn, c.job_id, c.token, "complete"))
+                    continue
+                writes.add_logs(conn, c.job_id, c.logs)
+                writes.add_receipt(conn, c.job_id, c.token, "complete", "completed")
+                results.append(JobResult("completed"))
+            return results
+
+        return self._write("complete_many", write)
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

@@ -1,0 +1,136 @@
+"""Completions written in the background, in batches: one named thread per processor.
+
+A worker whose handler returned hands the run here and takes its next job at once. The
+completer thread writes every completion waiting at that moment with one
+``Backend.complete_many`` call (one transaction on SQLite), then reports each run. While
+one batch is being written the next one gathers, so a busy pool writes many completions
+per transaction and an idle one writes each as soon as it arrives: nothing waits for a
+batch to fill.
+
+A handed-over run stays tracked by its queue (and its ``done`` event unset) until its
+completion is written, so a graceful shutdown waits for it like a running handler. Every
+write is still fenced on the run's claim token: a lease lost in the meantime is reported
+as ``lease-lost``, never written over.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from durabl.backend import Backend, Completion
+from durabl.job import JobResult
+
+if TYPE_CHECKING:
+    from durabl.run import ManagedRun
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 256
+"""Most completions written in one call."""
+
+
+class Completer:
+    """Writes the completions handed to :meth:`submit`, in order, in batches."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        name: str,
+        *,
+        on_written: Callable[[ManagedRun], None] | None = None,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
+        self.backend = backend
+        self.name = name
+        self.max_batch = max_batch
+        self._on_written = on_written
+        self._items: queue_module.SimpleQueue[tuple[ManagedRun, Completion, float] | None] = (
+            queue_module.SimpleQueue()
+        )
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        #: Batches written and completions in them (for tests and benchmarks).
+        self.batches = 0
+        self.written = 0
+
+    def submit(self, run: ManagedRun, completion: Completion, duration: float) -> None:
+        """Queue ``run``'s completion; the run is reported and untracked once written."""
+        if self._thread is None:
+            self.start()
+        self._items.put((run, completion, duration))
+
+    def start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread.start()
+
+    def close(self, timeout: float | None = 5.0) -> bool:
+        """Write what was submitted, then stop the thread and join it. True when it
+        ended within ``timeout``."""
+        with self._start_lock:
+            thread = self._thread
+            if thread is None or self._closed:
+                return thread is None or not thread.is_alive()
+            self._closed = True
+            self._items.put(None)
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        return not thread.is_alive()
+
+    def _loop(self) -> None:
+        while True:
+            first = self._items.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._items.get_nowait()
+                except queue_module.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            self._write(batch)
+            if stop:
+                return
+
+    def _write(self, batch: list[tuple[ManagedRun, Completion, float]]) -> None:
+        results: list[JobResult] | None = None
+        error: Exception | None = None
+        try:
+            results = self.backend.complete_many([completion for _, completion, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(
+                    f"complete_many returned {len(results)} results for {len(batch)} completions"
+                )
+        except Exception as exc:
+            error = exc
+        self.batches += 1
+        self.written += len(batch)
+        for n, (run, _, duration) in enumerate(batch):
+            outcome: JobResult | Exception
+            if results is not None:
+                outcome = results[n]
+            else:
+                assert error is not None
+                outcome = error
+            try:
+                run._written(outcome, duration)
+            except Exception:
+                logger.exception("reporting the completion of job %s failed", run.job_id)
+            if self._on_written is not None:
+                try:
+                    self._on_written(run)
+                except Exception:
+                    logger.exception("after-completion hook failed for job %s", run.job_id)
