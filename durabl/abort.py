@@ -11,6 +11,7 @@ from durabl.clock import SYSTEM_CLOCK, Clock
 from durabl.exceptions import DurablError
 from durabl.job import LogEntry
 from durabl.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.sync import Flag
 
 LEASE_LOST = "lease-lost"
 LEASE_UNCONFIRMED = "lease-unconfirmed"
@@ -34,7 +35,7 @@ class AbortSignal:
     """
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK, deadline: float | None = None) -> None:
-        self._event = threading.Event()
+        self._event = Flag()
         self._lock = threading.Lock()
         self._clock = clock
         self._deadline = deadline

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, JobContext
 from durabl.backend import Backend
 from durabl.clock import Clock
+from durabl.sync import Flag
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Heartbeat:
         self.visibility_timeout = visibility_timeout
         self.on_lease_lost = on_lease_lost
         self.beats = 0
-        self._stop = threading.Event()
+        self._stop = Flag()
         self._thread: threading.Thread | None = None
         self._host: HeartbeatThread | None = None
         self._due = 0.0

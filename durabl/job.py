@@ -114,9 +114,14 @@ class JobHandle(Job[T]):
     claim_token: str = field(repr=False)
     backend: Backend = field(repr=False, compare=False)
     _log_buffer: list[LogEntry] = field(default_factory=list, repr=False, compare=False)
+    # The snapshot this handle was made from (not an init argument, so a
+    # dataclasses.replace() copy rebuilds its own).
+    _job: Job[T] | None = field(default=None, init=False, repr=False, compare=False)
 
     def as_job(self) -> Job[T]:
         """The plain job, without lifecycle methods (what handlers receive)."""
+        if self._job is not None:
+            return self._job  # the snapshot the handle was made from: equal, and frozen
         return Job(**{name: getattr(self, name) for name in _job_fields()})
 
     def log(self, message: str) -> None:
@@ -250,6 +255,14 @@ class JobEvent:
 
 def handle_for(job: Job[T], claim_token: str, backend: Backend) -> JobHandle[T]:
     """A handle on a job that ``backend`` claimed with ``claim_token``."""
+    if type(job) is Job:
+        # Made for every claim: copy the snapshot's fields at once rather than one keyword
+        # argument each (both classes are plain frozen dataclasses, no __post_init__).
+        handle: JobHandle[T] = object.__new__(JobHandle)
+        handle.__dict__.update(
+            job.__dict__, claim_token=claim_token, backend=backend, _log_buffer=[], _job=job
+        )
+        return handle
     values = {name: getattr(job, name) for name in _job_fields()}
     return JobHandle(**values, claim_token=claim_token, backend=backend)
 

@@ -22,6 +22,7 @@ from durabl.exceptions import FatalJobError
 from durabl.heartbeat import Heartbeat, HeartbeatThread
 from durabl.job import Job, JobEvent, JobHandle, JobResult
 from durabl.options import BackoffPolicy
+from durabl.sync import Flag
 
 if TYPE_CHECKING:
     from durabl.completer import Completer
@@ -163,7 +164,7 @@ class ManagedRun:
         self._lock = threading.Lock()
         self._state = "new"  # new -> running -> finishing -> done | released
         self._lease_event_sent = False
-        self.done = threading.Event()
+        self.done = Flag()
 
     @property
     def job_id(self) -> str:
