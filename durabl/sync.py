@@ -48,6 +48,6 @@ class Flag:
         # set() may have read _event just before it was published: look at the flag again.
         # (The event is published before this read, and set() writes the flag before it
         # reads _event, so one of the two always sets the event.)
-        if self._set:
+        if self.is_set():
             event.set()
         return event.wait(timeout)
