@@ -253,6 +253,15 @@ class JobEvent:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+def job_from_fields(values: dict[str, Any]) -> Job[Any]:
+    """A :class:`Job` from a dict holding every one of its fields, built without the frozen
+    dataclass ``__init__`` (which sets each field through ``object.__setattr__``): stores
+    build one for every job they claim or read."""
+    job: Job[Any] = object.__new__(Job)
+    job.__dict__.update(values)
+    return job
+
+
 def handle_for(job: Job[T], claim_token: str, backend: Backend) -> JobHandle[T]:
     """A handle on a job that ``backend`` claimed with ``claim_token``."""
     if type(job) is Job:

@@ -93,6 +93,8 @@ class Runtime(Protocol):
     backend: Backend
     clock: Clock
     visibility_timeout: float
+    #: The event sink; None means nobody listens, so no event need be built.
+    on_job_event: Callable[[JobEvent], object] | None
 
     def emit(self, event: JobEvent) -> None: ...
 
@@ -171,6 +173,8 @@ class ManagedRun:
         return self.handle.id
 
     def _emit(self, kind: str, **fields: Any) -> None:
+        if self.runtime.on_job_event is None:
+            return
         self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
 
     def _lease_lost(self) -> None:

@@ -23,7 +23,8 @@ logger = logging.getLogger(__name__)
 
 POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
 SHORT_RUN_SECONDS = 0.5  # runs shorter than this on average let the poller read ahead
-MIN_READ_AHEAD = 8
+MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if larger)
+READ_AHEAD_LEASE_SHARE = 0.1  # ...and at most this share of the lease spent waiting
 ERROR_BACKOFF_MAX = 30.0
 
 
@@ -76,10 +77,27 @@ class Processor:
             return self._capacity() - self._outstanding
 
     def _capacity(self) -> int:
-        short = SHORT_RUN_SECONDS
-        if self._run_seconds is not None and self._run_seconds < short:
-            return self.concurrency + max(self.concurrency, MIN_READ_AHEAD)
-        return self.concurrency
+        avg = self._run_seconds
+        if avg is None or avg >= SHORT_RUN_SECONDS:
+            return self.concurrency
+        ahead = max(self.concurrency, MIN_READ_AHEAD)
+        if avg > 0:
+            # A claim waiting for a worker is not renewed yet: keep its wait a small part
+            # of the lease (the last of ``ahead`` waits about ahead / concurrency runs).
+            budget = self.runtime.visibility_timeout * READ_AHEAD_LEASE_SHARE
+            ahead = min(ahead, int(budget * self.concurrency / avg))
+        return self.concurrency + ahead
+
+    def _should_refill(self) -> bool:
+        """Claim again at once: a free worker, and any read-ahead drained to at most one
+        job per worker (so a backlog is claimed in batches, not one job per finished
+        run)."""
+        with self._lock:
+            return (
+                self._maybe_more
+                and self._outstanding < self._capacity()
+                and (self._outstanding <= self.concurrency)
+            )
 
     def poll_once(self, limit: int | None = None) -> int:
         """Claim as many due jobs as there are free workers (at most ``limit``) and hand
@@ -93,8 +111,12 @@ class Processor:
         with self._lock:
             self._outstanding += len(handles)
             self._maybe_more = len(handles) == free
+        events = self.runtime.on_job_event is not None
         for handle in handles:
-            self.runtime.emit(JobEvent("claimed", self.type, handle.id, attempt=handle.attempts))
+            if events:
+                self.runtime.emit(
+                    JobEvent("claimed", self.type, handle.id, attempt=handle.attempts)
+                )
             # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
             run = self._new_run(handle, claimed_at)
             self.runtime._track(run)
@@ -172,7 +194,7 @@ class Processor:
                 self._errors += 1
                 got = 0
                 logger.exception("claiming %s jobs failed", self.type, extra={"type": self.type})
-            if got and self._maybe_more and self.free_slots() > 0:
+            if got and self._should_refill():
                 limit = None
                 continue
             woken = self._wake.wait(self._next_wait())

@@ -18,6 +18,7 @@ Payloads are stored as JSON text that brings back exactly the portable values of
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import sqlite3
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from durabl.exceptions import DurablError
-from durabl.job import Job, LogEntry
+from durabl.job import Job, LogEntry, job_from_fields
 from durabl.options import MAX_FAIL_REASON_BYTES, MAX_LOG_MESSAGE_BYTES, clip_text
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -54,8 +55,10 @@ def ceil_ms(value: datetime) -> int:
     return -((EPOCH - value) // _ONE_MS)
 
 
+@functools.lru_cache(maxsize=1024)
 def from_ms(ms: int) -> datetime:
-    """An aware UTC datetime from epoch milliseconds."""
+    """An aware UTC datetime from epoch milliseconds. (Cached: the rows of one claim often
+    share instants, and datetimes are immutable.)"""
     try:
         return EPOCH + timedelta(milliseconds=ms)
     except OverflowError as exc:
@@ -145,26 +148,28 @@ def log_rows(job_id: str, first_seq: int, logs: Sequence[LogEntry]) -> list[tupl
 
 
 def to_job(row: sqlite3.Row, logs: Iterable[LogEntry] = ()) -> Job[Any]:
-    return Job(
-        id=row["id"],
-        type=row["type"],
-        data=decode_payload(row["data"]),
-        status=row["status"],
-        priority=row["priority"],
-        run_at=from_ms(row["run_at"]),
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        dedupe_key=row["dedupe_key"],
-        dedupe_scope=row["dedupe_scope"],
-        created_at=from_ms(row["created_at"]),
-        updated_at=from_ms(row["updated_at"]),
-        fail_reason=row["fail_reason"],
-        failure_kind=row["failure_kind"],
-        logs=tuple(logs),
-        backoff=row["backoff"],
-        backoff_delay=float(row["backoff_delay"]),
-        backoff_max_delay=float(row["backoff_max_delay"]),
-        journal=decode_journal(row["journal"]),
+    return job_from_fields(
+        {
+            "id": row["id"],
+            "type": row["type"],
+            "data": decode_payload(row["data"]),
+            "status": row["status"],
+            "priority": row["priority"],
+            "run_at": from_ms(row["run_at"]),
+            "attempts": row["attempts"],
+            "max_attempts": row["max_attempts"],
+            "dedupe_key": row["dedupe_key"],
+            "dedupe_scope": row["dedupe_scope"],
+            "created_at": from_ms(row["created_at"]),
+            "updated_at": from_ms(row["updated_at"]),
+            "fail_reason": row["fail_reason"],
+            "failure_kind": row["failure_kind"],
+            "logs": tuple(logs),
+            "backoff": row["backoff"],
+            "backoff_delay": float(row["backoff_delay"]),
+            "backoff_max_delay": float(row["backoff_max_delay"]),
+            "journal": decode_journal(row["journal"]),
+        }
     )
 
 
