@@ -1,0 +1,80 @@
+"""The poller's read-ahead: a backlog of short jobs is claimed in batches, never one claim
+per finished run, and a claim never waits long unrenewed for a free worker."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durabl import JobQueue, MemoryBackend, SqliteJobQueue
+from durabl.backend import Backend
+from durabl.worker import MIN_READ_AHEAD, READ_AHEAD_LEASE_SHARE
+
+
+class CountingClaims:
+    """Delegates to a backend, recording the size of each claim that found jobs."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.sizes: list[int] = []
+
+    def claim(self, type: str, **kwargs: Any) -> Any:
+        handles = self._backend.claim(type, **kwargs)
+        if handles:
+            self.sizes.append(len(handles))
+        return handles
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_backlog_of_short_jobs_is_claimed_in_batches(tmp_path: Path, concurrency: int) -> None:
+    store = SqliteJobQueue(tmp_path / "q.db")
+    backend = CountingClaims(store)
+    queue = JobQueue(backend)  # type: ignore[arg-type]
+    jobs = 600
+    for i in range(jobs):
+        queue.enqueue("t", {"i": i})
+    done = threading.Semaphore(0)
+    queue.process("t", lambda job, ctx: done.release(), concurrency=concurrency, poll_interval=1)
+    try:
+        for _ in range(jobs):
+            assert done.acquire(timeout=30)
+    finally:
+        queue.shutdown(10)
+    assert sum(backend.sizes) == jobs
+    # The first claim fills the workers; from then on each refill takes what the workers
+    # emptied, in one statement: far fewer claims than jobs.
+    assert len(backend.sizes) <= jobs // (MIN_READ_AHEAD // 2), backend.sizes
+    assert max(backend.sizes) <= concurrency + max(concurrency, MIN_READ_AHEAD)
+    assert store.get_stats("t").completed == jobs
+
+
+def _processor_after_runs(visibility_timeout: float, run_seconds: float, concurrency: int) -> Any:
+    queue = JobQueue(MemoryBackend(), visibility_timeout=visibility_timeout)
+    queue.register("t", lambda job, ctx: None, concurrency=concurrency)
+    processor = queue.processors["t"]
+    processor._run_seconds = run_seconds  # what the workers measured so far
+    return processor
+
+
+def test_no_read_ahead_before_runs_are_known_or_when_they_are_long() -> None:
+    assert _processor_after_runs(300, 0.0, 4).free_slots() > 4  # short: reads ahead
+    unknown = _processor_after_runs(300, 0.0, 4)
+    unknown._run_seconds = None
+    assert unknown.free_slots() == 4
+    assert _processor_after_runs(300, 2.0, 4).free_slots() == 4
+
+
+def test_read_ahead_keeps_the_wait_for_a_worker_a_small_part_of_the_lease() -> None:
+    # 0.2 s runs on 2 workers with a 2 s lease: a claim may wait at most 10 % of the lease
+    # (0.2 s), which is 2 runs' worth across both workers.
+    processor = _processor_after_runs(2.0, 0.2, 2)
+    ahead = processor.free_slots() - 2
+    assert ahead == int(2.0 * READ_AHEAD_LEASE_SHARE * 2 / 0.2) == 2
+    # The wait of the last claim read ahead: ahead runs shared by the workers.
+    assert ahead * 0.2 / 2 <= 2.0 * READ_AHEAD_LEASE_SHARE
