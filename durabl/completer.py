@@ -61,26 +61,37 @@ class Completer:
         self.written = 0
 
     def submit(self, run: ManagedRun, completion: Completion, duration: float) -> None:
-        """Queue ``run``'s completion; the run is reported and untracked once written."""
-        if self._thread is None:
-            self.start()
-        self._items.put((run, completion, duration))
+        """Queue ``run``'s completion; the run is reported and untracked once written.
+        After :meth:`close`, the calling thread writes it at once."""
+        item = (run, completion, duration)
+        with self._start_lock:  # never queued behind close()'s end marker
+            closed = self._closed
+            if not closed:
+                self._start()
+                self._items.put(item)
+        if closed:
+            self._write([item])
 
     def start(self) -> None:
         with self._start_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-                self._thread.start()
+            self._start()
+
+    def _start(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._thread.start()
 
     def close(self, timeout: float | None = 5.0) -> bool:
         """Write what was submitted, then stop the thread and join it. True when it
-        ended within ``timeout``."""
+        ended within ``timeout``. Later submissions are written by their caller."""
         with self._start_lock:
             thread = self._thread
-            if thread is None or self._closed:
-                return thread is None or not thread.is_alive()
+            already = self._closed
             self._closed = True
-            self._items.put(None)
+            if thread is None:
+                return True
+            if not already:
+                self._items.put(None)
         if thread is not threading.current_thread():
             thread.join(timeout)
         return not thread.is_alive()
@@ -115,7 +126,7 @@ class Completer:
                     f"complete_many returned {len(results)} results for {len(batch)} completions"
                 )
         except Exception as exc:
-            error = exc
+            results, error = None, exc
         self.batches += 1
         self.written += len(batch)
         for n, (run, _, duration) in enumerate(batch):

@@ -35,7 +35,7 @@ class CountingClaims:
 def test_a_backlog_of_short_jobs_is_claimed_in_batches(tmp_path: Path, concurrency: int) -> None:
     store = SqliteJobQueue(tmp_path / "q.db")
     backend = CountingClaims(store)
-    queue = JobQueue(backend)  # type: ignore[arg-type]
+    queue = JobQueue(backend)
     jobs = 600
     for i in range(jobs):
         queue.enqueue("t", {"i": i})
