@@ -1,5 +1,6 @@
 """SqliteJobQueue: the embedded backend, one SQLite file in WAL mode, shared by threads and
-processes. The same contract as :class:`durabl.MongoJobQueue`, minus push pickup."""
+processes. The same contract as :class:`durabl.MongoJobQueue`; a cheap change check on the
+file stands in for change streams."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from durabl.backend import Completion, EnqueueResult, InlineClaimResult
-from durabl.clock import SYSTEM_CLOCK, Clock, as_utc
+from durabl.backend import Completion, EnqueueResult, InlineClaimResult, PushListener
+from durabl.clock import SYSTEM_CLOCK, Clock, Seconds, as_utc, to_seconds
 from durabl.exceptions import DurablError
 from durabl.job import (
     FailureKind,
@@ -30,10 +31,11 @@ from durabl.job import (
     ResultStatus,
     handle_for,
 )
-from durabl.options import NewJob
+from durabl.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.sqlite import codec, queries, schema, writes
-from durabl.sqlite.connection import SYNCHRONOUS_MODES, Connections
+from durabl.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
 from durabl.sqlite.queries import JOBS
+from durabl.sqlite.watch import ChangeWatcher
 
 R = TypeVar("R")
 
@@ -51,13 +53,22 @@ class SqliteJobQueue:
     ``PRAGMA synchronous`` (``NORMAL``: durable against process crashes; ``FULL`` also
     against power loss).
 
+    ``change_check_interval`` (seconds, or None to turn it off) is how often a queue that
+    processes jobs checks the file for commits by other connections (``PRAGMA
+    data_version``: a few microseconds, no lock), so that a job enqueued by another process
+    starts within about that long rather than at the next poll.
+
     ``close()`` is for shutdown: it closes every connection this object opened, in every
     thread (a connection in use is closed by its thread when its operation ends). Using the
     object afterwards opens fresh connections.
     """
 
     supports_journal = True
-    supports_push = False
+    #: True while the change check is on: the queue then runs a :class:`ChangeWatcher`.
+    supports_push: bool
+    #: Push here only adds wake-ups: processors keep polling at their usual interval, for
+    #: jobs that become due later (``run_at``, retries) with no commit to announce them.
+    safety_poll_interval = DEFAULT_POLL_INTERVAL
     #: JobQueue runs handlers inside ``enqueue`` only for immediate backends.
     immediate: ClassVar[bool] = False
 
@@ -68,6 +79,7 @@ class SqliteJobQueue:
         clock: Clock | None = None,
         busy_timeout: float = 5.0,
         synchronous: str = "NORMAL",
+        change_check_interval: Seconds | None = 0.005,
     ) -> None:
         raw = os.fspath(path)
         if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
@@ -83,6 +95,12 @@ class SqliteJobQueue:
         mode = str(synchronous).upper()
         if mode not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        if change_check_interval is not None:
+            change_check_interval = to_seconds(change_check_interval, "change_check_interval")
+            if change_check_interval == 0:
+                raise ValueError("change_check_interval must be positive (None turns it off)")
+        self.change_check_interval = change_check_interval
+        self.supports_push = change_check_interval is not None
         self.path = os.path.abspath(raw)
         self.clock: Clock = clock or SYSTEM_CLOCK
         #: Added to the reaper's cutoff. One machine has one clock, so 0 (kept for parity
@@ -139,6 +157,29 @@ class SqliteJobQueue:
 
     def close(self) -> None:
         self._db.close_all()
+
+    def open_push(self, listener: PushListener) -> ChangeWatcher:
+        """A change watcher for ``listener`` (a queue), not started."""
+        if self.change_check_interval is None:
+            raise DurablError("the change check is off (change_check_interval=None)")
+        return ChangeWatcher(
+            self._data_version,
+            listener,
+            interval=self.change_check_interval,
+            path=self.path,
+            on_exit=self._db.close_current,
+        )
+
+    def _data_version(self) -> int:
+        """This thread's connection's ``PRAGMA data_version``: it moves when another
+        connection commits."""
+        if not self._started:
+            self.startup()
+        try:
+            with self._db.connection() as conn:
+                return int(conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise translate("change check", exc) from exc
 
     def check_size(self, job: NewJob) -> None:
         """Nothing beyond the shared payload budget that ``build_new_job`` already applied."""
@@ -280,20 +321,9 @@ class SqliteJobQueue:
         if not completions:
             return []
         now = self._now_ms()
-
-        def write(conn: sqlite3.Connection) -> list[JobResult]:
-            results: list[JobResult] = []
-            for c in completions:
-                params = {"id": c.job_id, "token": c.token, "now": now}
-                if not writes.set_terminal(conn, params, "completed"):
-                    results.append(writes.resolve_miss(conn, c.job_id, c.token, "complete"))
-                    continue
-                writes.add_logs(conn, c.job_id, c.logs)
-                writes.add_receipt(conn, c.job_id, c.token, "complete", "completed")
-                results.append(JobResult("completed"))
-            return results
-
-        return self._write("complete_many", write)
+        return self._write(
+            "complete_many", lambda conn: writes.complete_many(conn, completions, now)
+        )
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

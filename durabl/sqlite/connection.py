@@ -201,6 +201,18 @@ class Connections:
                 finally:
                     handle.lock.release()
 
+    def close_current(self) -> None:
+        """Close the calling thread's connection, if it has one (a thread about to end)."""
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is None or handle.pid != os.getpid():
+            return
+        with self._lock:
+            if handle in self._handles:
+                self._handles.remove(handle)
+        with handle.lock:
+            handle.close_now()
+        self._local.handle = None
+
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection, held for the duration of the block."""

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from durabl.backend import EnqueueResult
+from durabl.backend import Completion, EnqueueResult
 from durabl.exceptions import DedupeScopeConflictError
 from durabl.job import TERMINAL_STATUSES, JobResult, LogEntry, ResultStatus
 from durabl.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
@@ -259,6 +259,23 @@ def to_pending_or_supersede(
     except sqlite3.IntegrityError:
         return "superseded" if set_terminal(conn, params, "superseded", fence=fence) else None
     return result if cur.rowcount == 1 else None
+
+
+def complete_many(
+    conn: sqlite3.Connection, completions: Sequence[Completion], now: int
+) -> list[JobResult]:
+    """Complete each job whose fence holds (with its logs and receipt); for the others,
+    why not (see :func:`resolve_miss`)."""
+    results: list[JobResult] = []
+    for c in completions:
+        params = {"id": c.job_id, "token": c.token, "now": now}
+        if not set_terminal(conn, params, "completed"):
+            results.append(resolve_miss(conn, c.job_id, c.token, "complete"))
+            continue
+        add_logs(conn, c.job_id, c.logs)
+        add_receipt(conn, c.job_id, c.token, "complete", "completed")
+        results.append(JobResult("completed"))
+    return results
 
 
 def fail(
