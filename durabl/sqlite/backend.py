@@ -311,19 +311,15 @@ class SqliteJobQueue:
         return self._write("heartbeat", beat)
 
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
-            return "completed" if writes.set_terminal(conn, params, "completed") else None
-
-        return self._fenced("complete", job_id, token, logs, apply)
+        return self._complete("complete", [Completion(job_id, token, logs)])[0]
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
         """Every completion in one write transaction, each fenced on its own token."""
-        if not completions:
-            return []
+        return self._complete("complete_many", completions) if completions else []
+
+    def _complete(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         now = self._now_ms()
-        return self._write(
-            "complete_many", lambda conn: writes.complete_many(conn, completions, now)
-        )
+        return self._write(op, lambda conn: writes.complete_many(conn, completions, now))
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

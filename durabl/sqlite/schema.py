@@ -101,10 +101,18 @@ def _create_v1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _add_done_token(conn: sqlite3.Connection) -> None:
+    """The claim token whose completion ended the job. A repeated completion is answered
+    from the row itself, so a completion writes no receipt row (the busiest write of all
+    is one B-tree write the cheaper)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN done_token TEXT")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
+    (2, _add_done_token),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -217,9 +217,11 @@ def add_receipt(conn: sqlite3.Connection, job_id: str, token: str, op: str, resu
 def resolve_miss(conn: sqlite3.Connection, job_id: str, token: str, op: str) -> JobResult:
     """Why a fenced write matched nothing: its own earlier result, a terminal job, a lost
     lease, or no job at all."""
-    job = conn.execute(f"SELECT status FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
+    job = conn.execute(f"SELECT status, done_token FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
     if job is None:
         return JobResult("not-found")
+    if op == "complete" and job["status"] == "completed" and job["done_token"] == token:
+        return JobResult("completed")  # this completion, repeated
     receipt = conn.execute(
         f"SELECT result FROM {RECEIPTS} WHERE job_id = ? AND token = ? AND op = ?",
         (job_id, token, op),
@@ -261,19 +263,24 @@ def to_pending_or_supersede(
     return result if cur.rowcount == 1 else None
 
 
+def complete(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+    """Complete the job if the fence holds. No receipt row: the row keeps the claim token
+    (``done_token``), which answers a repeat of this completion (see :func:`resolve_miss`)."""
+    return set_terminal(conn, params, "completed", ", done_token = :token")
+
+
 def complete_many(
     conn: sqlite3.Connection, completions: Sequence[Completion], now: int
 ) -> list[JobResult]:
-    """Complete each job whose fence holds (with its logs and receipt); for the others,
-    why not (see :func:`resolve_miss`)."""
+    """Complete each job whose fence holds (with its logs); for the others, why not (see
+    :func:`resolve_miss`)."""
     results: list[JobResult] = []
     for c in completions:
         params = {"id": c.job_id, "token": c.token, "now": now}
-        if not set_terminal(conn, params, "completed"):
+        if not complete(conn, params):
             results.append(resolve_miss(conn, c.job_id, c.token, "complete"))
             continue
         add_logs(conn, c.job_id, c.logs)
-        add_receipt(conn, c.job_id, c.token, "complete", "completed")
         results.append(JobResult("completed"))
     return results
 

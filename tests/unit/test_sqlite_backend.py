@@ -34,6 +34,7 @@ from durabl import (
     MongoJobQueue,
     SqliteJobQueue,
 )
+from durabl.job import JobResult
 from durabl.options import RECEIPTS_KEPT, build_new_job
 from durabl.payload import INT64_MAX, INT64_MIN
 from durabl.sqlite import codec, schema
@@ -92,7 +93,7 @@ def test_startup_creates_the_versioned_schema_with_its_indexes(store: SqliteJobQ
     with raw(store.path) as conn:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         version = conn.execute("SELECT value FROM durabl_meta WHERE key = 'schema_version'")
-        assert int(version.fetchone()[0]) == schema.latest_version() == 1
+        assert int(version.fetchone()[0]) == schema.latest_version() == 2
         partial = dict(
             conn.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
@@ -153,7 +154,8 @@ def test_a_later_migration_upgrades_a_file_in_place_once(
         applied.append(1)
         conn.execute("ALTER TABLE durabl_jobs ADD COLUMN tenant TEXT")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (2, add_a_column)])
+    later = schema.latest_version() + 1
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (later, add_a_column)])
     v2 = SqliteJobQueue(path, clock=clock)
     v2.startup()
     again = SqliteJobQueue(path, clock=clock)
@@ -161,7 +163,7 @@ def test_a_later_migration_upgrades_a_file_in_place_once(
     try:
         assert applied == [1]
         with raw(path) as conn:
-            assert conn.execute("SELECT value FROM durabl_meta").fetchone()[0] == "2"
+            assert conn.execute("SELECT value FROM durabl_meta").fetchone()[0] == str(later)
             columns = {row[1] for row in conn.execute("PRAGMA table_info(durabl_jobs)")}
         assert "tenant" in columns
         assert {j.id for j in again.list_jobs()} == {keyed, plain}
@@ -172,20 +174,60 @@ def test_a_later_migration_upgrades_a_file_in_place_once(
         again.close()
 
 
+def test_a_version_1_file_upgrades_and_keeps_its_jobs_and_receipts(
+    path: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file written by the first release: its completions left receipt rows, not tokens.
+    with monkeypatch.context() as patch:
+        patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        old = SqliteJobQueue(path, clock=clock)
+        done, waiting = add(old, data={"n": 1}), add(old, data={"n": 2})
+        (handle,) = old.claim("t", limit=1)
+        assert handle.id == done
+        old.close()
+    with raw(path) as conn:  # what release 1's complete() wrote
+        conn.execute(
+            "UPDATE durabl_jobs SET status = 'completed', claim_token = NULL, "
+            "finished_at = updated_at WHERE id = ?",
+            (done,),
+        )
+        conn.execute(
+            "INSERT INTO durabl_receipts (job_id, token, op, result, n) "
+            "VALUES (?, ?, 'complete', 'completed', 1)",
+            (done, handle.claim_token),
+        )
+    new = SqliteJobQueue(path, clock=clock)
+    try:
+        # A completion repeated across the upgrade is still answered from its receipt.
+        assert new.complete(done, handle.claim_token) == "completed"
+        assert new.complete(done, "another-token") == JobResult("already-terminal", "completed")
+        (later,) = new.claim("t", limit=5)
+        assert later.id == waiting and later.data == {"n": 2}
+        assert new.complete(later.id, later.claim_token) == "completed"
+        assert new.complete(later.id, later.claim_token) == "completed"  # from done_token
+        assert new.get_stats("t").completed == 2
+        with raw(path) as conn:
+            receipts = conn.execute("SELECT count(*) FROM durabl_receipts").fetchone()[0]
+        assert receipts == 1  # completions now answer from the row, not a receipt
+    finally:
+        new.close()
+
+
 def test_a_failed_migration_leaves_the_file_at_its_old_version(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     SqliteJobQueue(path).startup()
+    current = schema.latest_version()
 
     def broken(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE half_done (x)")
         conn.execute("THIS IS NOT SQL")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (2, broken)])
-    with pytest.raises(DurablError, match="migration 2"):
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (current + 1, broken)])
+    with pytest.raises(DurablError, match=f"migration {current + 1}"):
         SqliteJobQueue(path).startup()
     with raw(path) as conn:
-        assert conn.execute("SELECT value FROM durabl_meta").fetchone()[0] == "1"
+        assert conn.execute("SELECT value FROM durabl_meta").fetchone()[0] == str(current)
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert "half_done" not in tables
 
@@ -549,7 +591,11 @@ def test_deleting_a_job_deletes_its_logs_and_receipts(store: SqliteJobQueue) -> 
     job_id = add(store)
     (handle,) = store.claim("t")
     handle.log("hello")
+    assert handle.release() == "released"  # a release leaves a receipt row
+    (handle,) = store.claim("t")
     assert handle.complete() == "completed"
+    with raw(store.path) as conn:
+        assert conn.execute("SELECT count(*) FROM durabl_receipts").fetchone()[0] == 1
     assert store.delete(job_id)
     with raw(store.path) as conn:
         for table in ("durabl_logs", "durabl_receipts"):
