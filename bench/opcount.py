@@ -8,7 +8,10 @@ Two ways to observe the same thing:
   client sends to a real server.
 
 Both classify what they see into the same categories (a claim, an empty claim, a terminal
-write, a heartbeat, a read, ...) in one thread-safe :class:`OpCounter`.
+write, a heartbeat, a read, ...) in one thread-safe :class:`OpCounter`. A category counts
+write *statements*: a ``bulk_write`` (or a server ``update`` command) that carries five
+updates counts five, each by what its own update sets; :attr:`Counts.commands` says how
+many round trips carried them.
 """
 
 from __future__ import annotations
@@ -16,15 +19,15 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import mongomock
 import pymongo
-from pymongo import monitoring
+from pymongo import DeleteMany, DeleteOne, InsertOne, monitoring
 from pymongo.collection import Collection
-from pymongo.errors import PyMongoError
+from pymongo.errors import BulkWriteError, PyMongoError
 
 from durabl import MongoJobQueue
 
@@ -93,12 +96,19 @@ def job_type_of(query: object) -> str | None:
 class Counts:
     """What a counter saw since its last reset."""
 
-    raw: Mapping[str, int]  # per method name (mongomock) or command name (server)
-    categories: Mapping[str, int]
+    raw: Mapping[str, int]  # calls per method name (mongomock) or command name (server)
+    categories: Mapping[str, int]  # statements per category
     claim_queries_by_type: Mapping[str, int]
+    #: Per category, the calls or commands that carried at least one of its statements
+    #: (one bulk of 20 terminal writes: categories 20, commands 1).
+    commands: Mapping[str, int]
 
     def __getitem__(self, category: str) -> int:
         return self.categories.get(category, 0)
+
+    def commands_of(self, category: str) -> int:
+        """Calls or commands that carried statements of ``category``."""
+        return self.commands.get(category, 0)
 
     @property
     def writes(self) -> int:
@@ -120,23 +130,39 @@ class OpCounter:
         self._raw: Counter[str] = Counter()
         self._categories: Counter[str] = Counter()
         self._claims_by_type: Counter[str] = Counter()
+        self._commands: Counter[str] = Counter()
 
     def record(self, raw: str, category: str, job_type: str | None = None) -> None:
+        """One call or command that carried one statement."""
+        self.record_statements(raw, [category], job_type)
+
+    def record_statements(
+        self, raw: str, categories: Sequence[str], job_type: str | None = None
+    ) -> None:
+        """One call or command that carried a statement of each of ``categories``."""
         with self._lock:
             self._raw[raw] += 1
-            self._categories[category] += 1
-            if job_type is not None and category in (CLAIM, CLAIM_EMPTY, CLAIM_ERROR):
-                self._claims_by_type[job_type] += 1
+            self._categories.update(categories)
+            self._commands.update(set(categories))
+            for category in categories:
+                if job_type is not None and category in (CLAIM, CLAIM_EMPTY, CLAIM_ERROR):
+                    self._claims_by_type[job_type] += 1
 
     def reset(self) -> None:
         with self._lock:
             self._raw.clear()
             self._categories.clear()
             self._claims_by_type.clear()
+            self._commands.clear()
 
     def snapshot(self) -> Counts:
         with self._lock:
-            return Counts(dict(self._raw), dict(self._categories), dict(self._claims_by_type))
+            return Counts(
+                dict(self._raw),
+                dict(self._categories),
+                dict(self._claims_by_type),
+                dict(self._commands),
+            )
 
 
 def _argument(args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int, name: str) -> Any:
@@ -169,9 +195,35 @@ def method_category(
     return OTHER, None
 
 
+def bulk_categories(requests: object, exc: BaseException | None) -> list[str]:
+    """One category per request of a ``bulk_write``: an update by what it sets, as
+    :func:`classify_update` would for ``update_one``. pymongo keeps a request's update
+    document in ``_doc`` (it has no public accessor). When the bulk raised, requests named
+    in a ``BulkWriteError``'s write errors are rejected; any other error rejects them all."""
+    ops = list(requests) if isinstance(requests, Sequence) else []
+    if exc is None:
+        rejected: set[int] = set()
+    elif isinstance(exc, BulkWriteError):
+        rejected = {e.get("index", -1) for e in exc.details.get("writeErrors") or ()}
+    else:
+        rejected = set(range(len(ops)))
+    categories = []
+    for index, op in enumerate(ops):
+        if isinstance(op, InsertOne):
+            categories.append(INSERT_REJECTED if index in rejected else INSERT)
+        elif isinstance(op, (DeleteOne, DeleteMany)):
+            categories.append(DELETE)
+        elif index in rejected:
+            categories.append(UPDATE_REJECTED)
+        else:  # UpdateOne, UpdateMany, ReplaceOne (whose document sets no operator)
+            categories.append(classify_update(getattr(op, "_doc", None)))
+    return categories
+
+
 class CountingCollection:
     """Stands in for a collection: forwards every attribute to ``inner`` and counts each
-    public method call (with its category) in ``counter``."""
+    public method call (with its category) in ``counter``; a ``bulk_write`` counts one
+    statement per request (see :func:`bulk_categories`)."""
 
     def __init__(self, inner: Any, counter: OpCounter) -> None:
         self._inner = inner
@@ -185,6 +237,20 @@ class CountingCollection:
         if name.startswith("_") or not callable(attr):
             return attr
         counter = self._counter
+
+        if name == "bulk_write":
+
+            def bulk(*args: Any, **kwargs: Any) -> Any:
+                requests = _argument(args, kwargs, 0, "requests")
+                try:
+                    result = attr(*args, **kwargs)
+                except Exception as exc:
+                    counter.record_statements(name, bulk_categories(requests, exc))
+                    raise
+                counter.record_statements(name, bulk_categories(requests, None))
+                return result
+
+            return bulk
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -201,12 +267,14 @@ class CountingCollection:
 
 
 class CommandCounter(monitoring.CommandListener):
-    """pymongo command monitoring: counts every command a client sends, by category."""
+    """pymongo command monitoring: counts every command a client sends, by category. An
+    ``update`` command counts one statement per entry of its ``updates`` (a bulk of
+    ``UpdateOne`` travels as one command of many), each classified by its own ``u``."""
 
     def __init__(self, counter: OpCounter) -> None:
         self._counter = counter
         self._lock = threading.Lock()
-        self._pending: dict[tuple[object, int], tuple[str | None, object]] = {}
+        self._pending: dict[tuple[object, int], tuple[str | None, list[object]]] = {}
 
     @staticmethod
     def _key(event: Any) -> tuple[object, int]:
@@ -215,30 +283,39 @@ class CommandCounter(monitoring.CommandListener):
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         command = event.command
         job_type: str | None = None
-        update: object = None
+        updates: list[object] = []
         if event.command_name == "findAndModify":
             job_type = job_type_of(command.get("query"))
         elif event.command_name == "update":
-            updates = command.get("updates") or []
-            update = updates[0].get("u") if updates else None
+            updates = [
+                u.get("u") if isinstance(u, Mapping) else None for u in command.get("updates") or ()
+            ]
         with self._lock:
-            self._pending[self._key(event)] = (job_type, update)
+            self._pending[self._key(event)] = (job_type, updates)
 
-    def _take(self, event: Any) -> tuple[str | None, object]:
+    def _take(self, event: Any) -> tuple[str | None, list[object]]:
         with self._lock:
-            return self._pending.pop(self._key(event), (None, None))
+            return self._pending.pop(self._key(event), (None, []))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        job_type, update = self._take(event)
+        job_type, updates = self._take(event)
         name = event.command_name
         reply = event.reply
         rejected = bool(reply.get("writeErrors"))
+        if name == "update" and updates:
+            failed = {e.get("index") for e in reply.get("writeErrors") or ()}
+            categories = [
+                UPDATE_REJECTED if i in failed else classify_update(u)
+                for i, u in enumerate(updates)
+            ]
+            self._counter.record_statements(name, categories)
+            return
         if name == "insert":
             category = INSERT_REJECTED if rejected else INSERT
         elif name == "findAndModify":
             category = CLAIM_EMPTY if reply.get("value") is None else CLAIM
         elif name == "update":
-            category = UPDATE_REJECTED if rejected else classify_update(update)
+            category = UPDATE_REJECTED if rejected else UPDATE_OTHER
         elif name == "delete":
             category = DELETE
         elif name in READ_COMMANDS:
@@ -248,8 +325,11 @@ class CommandCounter(monitoring.CommandListener):
         self._counter.record(name, category, job_type)
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        job_type, _ = self._take(event)
+        job_type, updates = self._take(event)
         name = event.command_name
+        if name == "update" and updates:
+            self._counter.record_statements(f"{name}(failed)", [UPDATE_REJECTED] * len(updates))
+            return
         categories = {"findAndModify": CLAIM_ERROR, "insert": INSERT_REJECTED}
         category = categories.get(name, UPDATE_REJECTED if name == "update" else OTHER)
         self._counter.record(f"{name}(failed)", category, job_type)

@@ -3,7 +3,7 @@
 The class is layered over three modules: :mod:`durabl.mongo.store` (the collection, the
 mongomock guard, retries, the server clock, startup), :mod:`durabl.mongo.operations`
 (the reaper and the operator queries) and this one (enqueue, claim, fenced writes, the
-journal and push pickup).
+journal and push pickup); :mod:`durabl.mongo.bulk` builds ``complete_many``'s bulk write.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from durabl.job import (
     handle_for,
 )
 from durabl.mongo import codec
+from durabl.mongo.bulk import FencedBatch
 from durabl.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
 from durabl.mongo.operations import MongoOperations
 from durabl.mongo.retry import call_with_retries
@@ -349,8 +350,30 @@ class MongoJobQueue(MongoOperations):
         return self._fenced(job_id, token, "complete", "completed", update, logs)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        """One fenced update per completion, in order (each with its own receipt)."""
-        return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
+        """The whole batch in one unordered ``bulk_write``: per completion, the update and
+        receipt :meth:`complete` writes, fenced on its own token. When every update
+        matched, all are ``completed``; else each is resolved from its job's receipts,
+        which also answers a repeat of a batch whose reply was lost. A write error on
+        one update raises as :meth:`complete` would; a repeat answers the rest."""
+        if not completions:
+            return []
+        now = self.now()
+
+        def update(completion: Completion) -> dict[str, Any]:
+            doc = self._terminal_update("completed", now)
+            self._push_logs(doc, completion.logs)
+            self._receipt(doc, completion.token, "complete", "completed")
+            return doc
+
+        batch = FencedBatch.of(completions, update, mongomock=self._mock)
+        requests = batch.requests
+
+        def write() -> list[JobResult]:
+            if self.col.bulk_write(requests, ordered=False).matched_count == len(requests):
+                return [JobResult("completed")] * len(requests)
+            return [self._resolve_miss(oid, token, "complete") for oid, token in batch.fences]
+
+        return batch.answers(self._call("complete_many", write) if requests else [])
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()

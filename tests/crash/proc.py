@@ -12,6 +12,7 @@ import argparse
 import random
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 from durabl import Job, JobContext, JobEvent, JobQueue, backend_from_url
@@ -66,7 +67,12 @@ def producer(args: argparse.Namespace) -> int:
     log = Log(args.log)
     queue = JobQueue(backend_from_url(args.url))
     rng = random.Random(args.seed)
+    began = time.monotonic()
     for n in range(args.jobs):
+        if args.rate:  # paced, so work keeps arriving while workers are killed
+            ahead = began + n / args.rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
         key = rng.randrange(args.keys)
         scope = "pending" if key % 2 else "pending+active"
         job_id = queue.enqueue("t", {"n": n}, dedupe_key=f"k{key}", dedupe_scope=scope)
@@ -89,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--keys", type=int, default=400)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rate", type=float, default=0.0, help="enqueues per second (0: flat out)")
     args = parser.parse_args(argv)
     return worker(args) if args.role == "worker" else producer(args)
 

@@ -170,7 +170,11 @@ def test_two_workers_and_a_producer_with_a_killed_and_restarted_worker(
 ) -> None:
     queue = JobQueue(backend_from_url(url))
     queue.startup()
-    producer = spawn(procs, "producer", url, tmp_path / "producer.log", "--jobs", "2000")
+    # Paced over about 8 s, so that each restarted worker still finds work to be killed in
+    # (flat out, fast workers can drain everything before the last restart).
+    producer = spawn(
+        procs, "producer", url, tmp_path / "producer.log", "--jobs", "2000", "--rate", "250"
+    )
     steady = spawn(procs, "worker", url, tmp_path / "w1.log", "--reaper", "--work", "0.01")
     victim = spawn(procs, "worker", url, tmp_path / "w2.log", "--work", "0.01")
     victim.wait_for_line(lambda line: line.startswith("start "))
