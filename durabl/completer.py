@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256
 """Most completions written in one call."""
+MAX_WAITING = 2 * MAX_BATCH
+"""Most completions handed over and not yet written. A worker that would go past it waits:
+when writes fall behind, workers slow down rather than pile up finished runs whose leases
+nobody renews."""
 
 
 class Completer:
@@ -43,9 +47,14 @@ class Completer:
         *,
         on_written: Callable[[ManagedRun], None] | None = None,
         max_batch: int = MAX_BATCH,
+        max_waiting: int | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
+        waiting = 2 * max_batch if max_waiting is None else max_waiting
+        if waiting < 1:
+            raise ValueError(f"max_waiting must be >= 1, got {max_waiting!r}")
+        self._room = threading.BoundedSemaphore(waiting)
         self.backend = backend
         self.name = name
         self.max_batch = max_batch
@@ -56,7 +65,7 @@ class Completer:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        #: Batches written and completions in them (for tests and benchmarks).
+        #: Batches handled, and completions written (for tests and benchmarks).
         self.batches = 0
         self.written = 0
 
@@ -64,6 +73,7 @@ class Completer:
         """Queue ``run``'s completion; the run is reported and untracked once written.
         After :meth:`close`, the calling thread writes it at once."""
         item = (run, completion, duration)
+        self._room.acquire()  # released once written: see MAX_WAITING
         with self._start_lock:  # never queued behind close()'s end marker
             closed = self._closed
             if not closed:
@@ -71,6 +81,10 @@ class Completer:
                 self._items.put(item)
         if closed:
             self._write([item])
+
+    def waiting(self) -> int:
+        """About how many completions are handed over and not yet written."""
+        return self._items.qsize()
 
     def start(self) -> None:
         with self._start_lock:
@@ -117,31 +131,56 @@ class Completer:
                 return
 
     def _write(self, batch: list[tuple[ManagedRun, Completion, float]]) -> None:
-        results: list[JobResult] | None = None
-        error: Exception | None = None
         try:
-            results = self.backend.complete_many([completion for _, completion, _ in batch])
-            if len(results) != len(batch):
-                raise RuntimeError(
-                    f"complete_many returned {len(results)} results for {len(batch)} completions"
-                )
-        except Exception as exc:
-            results, error = None, exc
-        self.batches += 1
-        self.written += len(batch)
-        for n, (run, _, duration) in enumerate(batch):
-            outcome: JobResult | Exception
-            if results is not None:
-                outcome = results[n]
-            else:
-                assert error is not None
-                outcome = error
+            outcomes = self._outcomes([completion for _, completion, _ in batch])
+            self.batches += 1
+            for n, (run, _, duration) in enumerate(batch):
+                self._report(run, outcomes[n], duration)
+        finally:
+            for _ in batch:
+                self._room.release()
+
+    def _outcomes(self, completions: list[Completion]) -> list[JobResult | Exception]:
+        """One result (or the error that kept it from being written) per completion. When
+        the batch as a whole fails, each is tried on its own: one bad completion must not
+        cost the others theirs, and a repeat of a completion already written is answered
+        from its receipt."""
+        many = getattr(self.backend, "complete_many", None)  # optional for custom stores
+        if many is not None:
             try:
-                run._written(outcome, duration)
-            except Exception:
-                logger.exception("reporting the completion of job %s failed", run.job_id)
-            if self._on_written is not None:
-                try:
-                    self._on_written(run)
-                except Exception:
-                    logger.exception("after-completion hook failed for job %s", run.job_id)
+                results = list(many(completions))
+                if len(results) == len(completions):
+                    self.written += len(results)
+                    return list(results)
+                logger.error(
+                    "complete_many returned %d results for %d completions; writing them one by one",
+                    len(results),
+                    len(completions),
+                )
+            except BaseException:
+                logger.warning(
+                    "writing %d completions together failed; writing them one by one",
+                    len(completions),
+                    exc_info=True,
+                )
+        outcomes: list[JobResult | Exception] = []
+        for c in completions:
+            try:
+                outcomes.append(self.backend.complete(c.job_id, c.token, logs=c.logs))
+                self.written += 1
+            except Exception as exc:
+                outcomes.append(exc)
+            except BaseException as exc:  # never let it end the thread: report it instead
+                outcomes.append(RuntimeError(f"{type(exc).__name__}: {exc}"))
+        return outcomes
+
+    def _report(self, run: ManagedRun, outcome: JobResult | Exception, duration: float) -> None:
+        try:
+            run._written(outcome, duration)
+        except BaseException:  # a sink raising SystemExit must not stop the completions
+            logger.exception("reporting the completion of job %s failed", run.job_id)
+        if self._on_written is not None:
+            try:
+                self._on_written(run)
+            except BaseException:
+                logger.exception("after-completion hook failed for job %s", run.job_id)

@@ -212,6 +212,12 @@ class ManagedRun:
                 return RunOutcome(None, None, "released")
             self._state = "running"
         started = self.runtime.clock.monotonic()
+        if started - self.started_at >= self.heartbeat.interval and not self._renew_first():
+            try:
+                return self._finish(None, 0.0)  # lease-lost: the handler never runs
+            finally:
+                self.runtime._untrack(self)
+                self.done.set()
         self.heartbeat.start(heartbeat_host)
         error: BaseException | None = None
         try:
@@ -237,6 +243,14 @@ class ManagedRun:
             if outcome is None or outcome.disposition != "handed-over":
                 self.runtime._untrack(self)
                 self.done.set()
+
+    def _renew_first(self) -> bool:
+        """A claim that waited a heartbeat interval for a worker (read ahead behind slower
+        runs than expected) renews its lease before the handler starts. False when the
+        lease is gone, or went unconfirmed past its deadline: the job may be someone
+        else's by now, so it must not run here."""
+        self.heartbeat.beat()
+        return not self.signal.aborted
 
     def _finish(
         self, error: BaseException | None, duration: float, completer: Completer | None = None

@@ -93,6 +93,19 @@ class Drain:
         join_by = clock.monotonic() + RELEASE_WRITE_TIMEOUT
         for processor in processors:
             stuck += processor.join_workers(max(join_by - clock.monotonic(), 0.0))
+        # Completions handed over by finished runs: written unless the store is down. They
+        # get what is left of the drain's time, and at least the time a release gets.
+        write_by = max(deadline, clock.monotonic() + RELEASE_WRITE_TIMEOUT)
+        for processor in processors:
+            unwritten = processor.close_completer(max(write_by - clock.monotonic(), 0.0))
+            if unwritten:
+                logger.warning(
+                    "shutdown left %d completions of %s jobs unwritten; the reaper will hand "
+                    "their jobs back and they will run again",
+                    unwritten,
+                    processor.type,
+                    extra={"type": processor.type},
+                )
         if stuck:
             logger.warning(
                 "worker threads still inside handlers after shutdown (claims released, "

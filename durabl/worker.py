@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
 SHORT_RUN_SECONDS = 0.5  # runs shorter than this on average let the poller read ahead
 MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if larger)
-READ_AHEAD_LEASE_SHARE = 0.1  # ...and at most this share of the lease spent waiting
+READ_AHEAD_SECONDS = 0.05  # ...and at most this much work, at the recent pace of runs
+READ_AHEAD_LEASE_SHARE = 0.1  # ...and never more than this share of the lease
 ERROR_BACKOFF_MAX = 30.0
 
 
@@ -81,11 +82,13 @@ class Processor:
         if avg is None or avg >= SHORT_RUN_SECONDS:
             return self.concurrency
         ahead = max(self.concurrency, MIN_READ_AHEAD)
-        if avg > 0:
-            # A claim waiting for a worker is not renewed yet: keep its wait a small part
-            # of the lease (the last of ``ahead`` waits about ahead / concurrency runs).
-            budget = self.runtime.visibility_timeout * READ_AHEAD_LEASE_SHARE
-            ahead = min(ahead, int(budget * self.concurrency / avg))
+        # A claim read ahead waits, unrenewed, for the runs before it: ``ahead`` runs shared
+        # by the workers take about ahead * avg / concurrency seconds. Keep that short, so
+        # the wait stays a small part of the lease, a higher-priority job arriving now is
+        # not stuck behind a long line, and other processes get their share of a backlog.
+        horizon = min(READ_AHEAD_SECONDS, self.runtime.visibility_timeout * READ_AHEAD_LEASE_SHARE)
+        if ahead * avg > horizon * self.concurrency:
+            ahead = int(horizon * self.concurrency / avg)
         return self.concurrency + ahead
 
     def _should_refill(self) -> bool:
@@ -262,6 +265,12 @@ class Processor:
                 break
         for host in self._hosts:  # idle by now: every run's heartbeat has stopped
             host.close(timeout)
-        # Workers have handed over all they will: write the rest, then stop.
-        self.completer.close(timeout)
         return [t.name for t in self._workers if t.is_alive()]
+
+    def close_completer(self, timeout: float) -> int:
+        """Write the completions still waiting, then stop the completion thread. Returns
+        how many were left unwritten after ``timeout`` (their jobs stay active until the
+        reaper hands them back, and then run again)."""
+        if self.completer.close(timeout):
+            return 0
+        return self.completer.waiting()

@@ -176,7 +176,7 @@ def test_max_batch_caps_the_completions_written_in_one_call(
     q: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = Gate(q.backend).install(q.backend, monkeypatch)
-    completer = Completer(q.backend, "durabl-completer-t", max_batch=2)
+    completer = Completer(q.backend, "durabl-completer-t", max_batch=2, max_waiting=10)
     try:
         first = claim_run(q)
         hand_over(first, completer)
@@ -189,6 +189,34 @@ def test_max_batch_caps_the_completions_written_in_one_call(
         completer.close(5)
     assert gate.sizes == [1, 2, 2, 1]
     assert q.count_jobs(status="completed") == 6
+
+
+def test_a_worker_waits_while_too_many_completions_are_unwritten(
+    q: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writes that fall behind slow the workers down instead of piling up finished runs
+    # whose leases nobody renews.
+    gate = Gate(q.backend).install(q.backend, monkeypatch)
+    completer = Completer(q.backend, "durabl-completer-t", max_waiting=2)
+    try:
+        hand_over(claim_run(q), completer)
+        assert gate.entered.wait(5)
+        hand_over(claim_run(q, data={"n": 1}), completer)  # the second may wait its turn
+        third = claim_run(q, data={"n": 2})
+        handed = threading.Event()
+        worker = threading.Thread(
+            target=lambda: (hand_over(third, completer), handed.set()), name="worker"
+        )
+        worker.start()
+        assert not handed.wait(0.2), "a third unwritten completion must wait for room"
+        gate.release.set()
+        assert handed.wait(5)
+        worker.join(5)
+        assert completer.close(5)
+    finally:
+        gate.release.set()
+        completer.close(5)
+    assert q.count_jobs(status="completed") == 3
 
 
 def test_on_written_is_called_for_each_run_after_it_is_reported(q: JobQueue) -> None:
@@ -232,7 +260,79 @@ def test_a_failing_event_sink_or_hook_does_not_stop_the_completer(clock: FakeClo
 # -- a failed write --------------------------------------------------------------------------
 
 
-def test_a_failed_batch_is_logged_per_run_and_left_to_the_reaper(
+def test_a_failed_batch_is_written_one_completion_at_a_time(
+    q: JobQueue, completer: Completer, events: list[JobEvent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = Gate(q.backend, fail=True).install(q.backend, monkeypatch)
+    first = claim_run(q)
+    hand_over(first, completer)
+    assert gate.entered.wait(5)
+    gate.release.set()
+    assert first.done.wait(5)
+    assert status(q, first.job_id) == "completed"  # the batch failed; the single write did not
+    assert [e.job_id for e in of_kind(events, "completed")] == [first.job_id]
+
+
+def test_one_completion_that_cannot_be_written_does_not_cost_the_others(
+    q: JobQueue, completer: Completer, events: list[JobEvent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [claim_run(q, data={"n": n}) for n in range(4)]
+    poison = runs[1].job_id
+    real_complete = q.backend.complete
+
+    def complete(job_id: str, token: str, **kwargs: Any) -> JobResult:
+        if job_id == poison:
+            raise ValueError("this one cannot be stored")
+        return real_complete(job_id, token, **kwargs)
+
+    def complete_many(completions: Sequence[Completion]) -> list[JobResult]:
+        if any(c.job_id == poison for c in completions):  # one transaction: all or nothing
+            raise ValueError("this one cannot be stored")
+        return [real_complete(c.job_id, c.token, logs=c.logs) for c in completions]
+
+    monkeypatch.setattr(q.backend, "complete", complete)
+    monkeypatch.setattr(q.backend, "complete_many", complete_many)
+    for run in runs:
+        hand_over(run, completer)
+    assert completer.close(5)
+    assert [status(q, run.job_id) for run in runs] == [
+        "completed",
+        "active",
+        "completed",
+        "completed",
+    ]
+    assert len(of_kind(events, "completed")) == 3
+
+
+def test_a_store_without_complete_many_gets_one_complete_per_run(
+    q: JobQueue, completer: Completer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(type(q.backend), "complete_many")
+    runs = [claim_run(q, data={"n": n}) for n in range(3)]
+    for run in runs:
+        hand_over(run, completer)
+    assert completer.close(5)
+    assert all(status(q, run.job_id) == "completed" for run in runs)
+
+
+def test_a_sink_raising_system_exit_does_not_stop_later_completions(
+    q: JobQueue, completer: Completer
+) -> None:
+    def sink(event: JobEvent) -> None:
+        if event.kind == "completed":
+            raise SystemExit("a sink that exits")
+
+    q.on_job_event = sink
+    first, second = claim_run(q), claim_run(q, data={"n": 2})
+    hand_over(first, completer)
+    assert first.done.wait(5)
+    hand_over(second, completer)
+    assert second.done.wait(5)
+    assert status(q, second.job_id) == "completed"
+    assert q.active_runs() == []
+
+
+def test_a_completion_that_cannot_be_written_is_logged_and_left_to_the_reaper(
     q: JobQueue,
     completer: Completer,
     clock: FakeClock,
@@ -241,7 +341,15 @@ def test_a_failed_batch_is_logged_per_run_and_left_to_the_reaper(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gate = Gate(q.backend, fail=True).install(q.backend, monkeypatch)
+    real_complete = q.backend.complete
     first = claim_run(q)
+
+    def complete(job_id: str, token: str, **kwargs: Any) -> JobResult:
+        if job_id == first.job_id:
+            raise ConnectionError("store down")
+        return real_complete(job_id, token, **kwargs)
+
+    monkeypatch.setattr(q.backend, "complete", complete)
     hand_over(first, completer)
     assert gate.entered.wait(5)
     second = claim_run(q, data={"n": 2})
@@ -274,6 +382,7 @@ def test_every_run_of_a_failed_batch_is_logged_and_released_to_waiters(
         raise ConnectionError("store down")
 
     monkeypatch.setattr(q.backend, "complete_many", down)
+    monkeypatch.setattr(q.backend, "complete", lambda *args, **kwargs: down([]))
     runs = [claim_run(q, data={"n": n}) for n in range(3)]
     with caplog.at_level(logging.ERROR, logger="durabl.run"):
         for run in runs:
@@ -286,7 +395,7 @@ def test_every_run_of_a_failed_batch_is_logged_and_released_to_waiters(
         assert f"could not record the outcome of job {run.job_id};" in "\n".join(logged)
         assert status(q, run.job_id) == "active"
     assert of_kind(events, "completed") == []
-    assert completer.written == 3
+    assert completer.written == 0
 
 
 # -- lost leases -----------------------------------------------------------------------------

@@ -265,3 +265,36 @@ def test_a_reused_heartbeat_thread_serves_one_claim_at_a_time() -> None:
     finally:
         host.close()
     assert not host.is_alive()
+
+
+# -- claims that waited for a worker ----------------------------------------------------------
+
+
+def test_a_claim_that_waited_renews_its_lease_before_the_handler_starts(
+    q: JobQueue, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+    run = claim_run(q, lambda job, ctx: ran.append(job.id))
+    clock.advance(25)  # read ahead, then kept waiting past the heartbeat interval (10 s)
+    assert run.execute().disposition == "written"
+    assert ran == [run.job_id]
+    assert run.heartbeat.beats == 1  # renewed once, before the handler
+    (job,) = q.list_jobs()
+    assert job.status == "completed"
+
+
+def test_a_claim_whose_lease_was_taken_while_it_waited_never_runs_here(
+    q: JobQueue, clock: FakeClock, events: list[JobEvent]
+) -> None:
+    ran: list[str] = []
+    run = claim_run(q, lambda job, ctx: ran.append("stale run"))
+    clock.advance(31 + q.backend.clock_skew_allowance)  # type: ignore[attr-defined]
+    assert q.backend.reap(30).recovered == 1
+    (other,) = q.backend.claim("t")  # another worker owns the job now
+    outcome = run.execute()
+    assert outcome.disposition == "lease-lost"
+    assert ran == []  # the handler never started: the job is someone else's
+    assert run.signal.aborted and run.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
+    assert run.done.is_set() and q.active_runs() == []
+    assert "lease-lost" in kinds(events)
+    assert other.complete() == "completed"

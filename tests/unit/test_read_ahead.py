@@ -11,7 +11,7 @@ import pytest
 
 from durabl import JobQueue, MemoryBackend, SqliteJobQueue
 from durabl.backend import Backend
-from durabl.worker import MIN_READ_AHEAD, READ_AHEAD_LEASE_SHARE
+from durabl.worker import MIN_READ_AHEAD, READ_AHEAD_LEASE_SHARE, READ_AHEAD_SECONDS
 
 
 class CountingClaims:
@@ -70,11 +70,24 @@ def test_no_read_ahead_before_runs_are_known_or_when_they_are_long() -> None:
     assert _processor_after_runs(300, 2.0, 4).free_slots() == 4
 
 
-def test_read_ahead_keeps_the_wait_for_a_worker_a_small_part_of_the_lease() -> None:
-    # 0.2 s runs on 2 workers with a 2 s lease: a claim may wait at most 10 % of the lease
-    # (0.2 s), which is 2 runs' worth across both workers.
-    processor = _processor_after_runs(2.0, 0.2, 2)
+def test_read_ahead_holds_only_a_short_stretch_of_work() -> None:
+    # 10 ms runs on 2 workers: READ_AHEAD_SECONDS (50 ms) of work is 10 runs.
+    processor = _processor_after_runs(300, 0.01, 2)
     ahead = processor.free_slots() - 2
-    assert ahead == int(2.0 * READ_AHEAD_LEASE_SHARE * 2 / 0.2) == 2
-    # The wait of the last claim read ahead: ahead runs shared by the workers.
-    assert ahead * 0.2 / 2 <= 2.0 * READ_AHEAD_LEASE_SHARE
+    assert ahead == int(READ_AHEAD_SECONDS * 2 / 0.01) == 10
+    # 1 ms runs: capped at MIN_READ_AHEAD claims.
+    assert _processor_after_runs(300, 0.001, 2).free_slots() - 2 == MIN_READ_AHEAD
+    # 0.2 s runs: nothing beyond the free workers.
+    assert _processor_after_runs(300, 0.2, 2).free_slots() == 2
+
+
+def test_read_ahead_keeps_the_wait_for_a_worker_a_small_part_of_a_short_lease() -> None:
+    # A 0.2 s lease allows 0.02 s of waiting: 4 runs of 10 ms across 2 workers.
+    processor = _processor_after_runs(0.2, 0.01, 2)
+    ahead = processor.free_slots() - 2
+    assert ahead == int(0.2 * READ_AHEAD_LEASE_SHARE * 2 / 0.01) == 4
+
+
+def test_runs_that_take_no_time_at_all_do_not_break_the_sizing() -> None:
+    processor = _processor_after_runs(300, 1e-300, 1)
+    assert processor.free_slots() == 1 + MIN_READ_AHEAD
