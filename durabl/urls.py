@@ -15,7 +15,8 @@ def backend_from_url(url: str, **options: Any) -> Backend:
     shared in-process store), ``sqlite:///relative.db`` or ``sqlite:////absolute.db``.
 
     Options go to the backend: ``database``, ``collection``, ``use_change_streams`` for
-    MongoDB; ``clock``, ``busy_timeout``, ``synchronous`` for SQLite.
+    MongoDB; ``clock``, ``busy_timeout``, ``synchronous``, ``change_check_interval`` for
+    SQLite.
     A malformed URL or unknown scheme is a ``ValueError``; nothing connects here.
     """
     if not isinstance(url, str) or "://" not in url:
@@ -45,12 +46,13 @@ def sqlite_path(url: str) -> str:
 
 def _sqlite_from_url(url: str, **options: Any) -> Backend:
     """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working directory,
-    ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``, ``synchronous``)
+    ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``, ``synchronous``,
+    ``change_check_interval``)
     go to :class:`~durabl.sqlite.SqliteJobQueue`."""
     from durabl.sqlite import SqliteJobQueue
 
     path = sqlite_path(url)
-    unknown = set(options) - {"clock", "busy_timeout", "synchronous"}
+    unknown = set(options) - {"clock", "busy_timeout", "synchronous", "change_check_interval"}
     if unknown:
         raise ValueError(f"sqlite:// URLs take no options {sorted(unknown)}")
     return SqliteJobQueue(path, **options)

@@ -218,6 +218,11 @@ def test_sqlite_urls_give_a_working_sqlite_queue(
     for bad in ("sqlite://", "sqlite:///", "sqlite:///:memory:"):
         with pytest.raises(ValueError):
             backend_from_url(bad)
+    quiet = backend_from_url(f"sqlite:///{tmp_path / 'q.db'}", change_check_interval=None)
+    assert isinstance(quiet, SqliteJobQueue) and not quiet.supports_push
+    assert backend_from_url(f"sqlite:///{tmp_path / 'q.db'}", change_check_interval=0.02)
+    with pytest.raises(ValueError, match="take no options"):
+        backend_from_url(f"sqlite:///{tmp_path / 'q.db'}", use_change_streams=True)
 
 
 @pytest.fixture
