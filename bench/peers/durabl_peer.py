@@ -2,7 +2,7 @@
 
 Only the public API: the workers are ``concurrency`` threads of this process, fed by one
 poller per job type (``poll_interval`` when idle; an ``enqueue`` in the same process wakes
-it at once).
+it at once, and the SQLite change check wakes it when another process commits).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ class Durabl(Library):
     unit = "thread"
     polling = (
         f"poll_interval={POLL_INTERVAL:g}s: one poller per type claims for all its threads; "
-        "an enqueue in the same process wakes it at once"
+        "an enqueue in the same process wakes it at once, another process's commit within "
+        "change_check_interval (5 ms)"
     )
 
     def version(self) -> str:
