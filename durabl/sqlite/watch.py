@@ -137,6 +137,9 @@ class ChangeWatcher:
 
     def status(self) -> PushStatus:
         details = {"interval": self.interval, "wakeups": self.wakeups, "errors": self._errors}
+        thread = self._thread
+        if self._state == "watching" and (thread is None or not thread.is_alive()):
+            self._state = "stopped"  # e.g. in a child process: fork copies no threads
         if self._state != "watching":
             return PushStatus("poll", f"the SQLite change check is {self._state}", details)
         if self._errors:

@@ -145,3 +145,18 @@ def test_the_watcher_stops_when_its_queue_closes() -> None:
     listener.closing = True
     assert wait_until(lambda: watcher.status().pickup == "poll")
     assert watcher.stop(5)
+
+
+def test_a_watcher_whose_thread_is_gone_says_so() -> None:
+    # After fork() a child holds the parent's watcher object but not its thread.
+    watcher = ChangeWatcher(lambda: 1, Listener(), interval=0.001, path="x.db")
+    watcher.start()
+    assert watcher.status().pickup == "push"
+    real = watcher._thread
+    watcher._thread = threading.Thread(target=lambda: None)  # a thread that never ran
+    try:
+        assert watcher.status().pickup == "poll"
+        assert "stopped" in watcher.status().reason
+    finally:
+        watcher._thread = real
+        assert watcher.stop(5)
