@@ -54,7 +54,9 @@ class Completer:
         waiting = 2 * max_batch if max_waiting is None else max_waiting
         if waiting < 1:
             raise ValueError(f"max_waiting must be >= 1, got {max_waiting!r}")
-        self._room = threading.BoundedSemaphore(waiting)
+        self._max_waiting = waiting
+        self._unwritten = 0  # handed over, not yet written: at most _max_waiting
+        self._room = threading.Condition(threading.Lock())
         self.backend = backend
         self.name = name
         self.max_batch = max_batch
@@ -73,7 +75,10 @@ class Completer:
         """Queue ``run``'s completion; the run is reported and untracked once written.
         After :meth:`close`, the calling thread writes it at once."""
         item = (run, completion, duration)
-        self._room.acquire()  # released once written: see MAX_WAITING
+        with self._room:  # room is made as completions are written: see MAX_WAITING
+            while self._unwritten >= self._max_waiting:
+                self._room.wait()
+            self._unwritten += 1
         with self._start_lock:  # never queued behind close()'s end marker
             closed = self._closed
             if not closed:
@@ -137,8 +142,11 @@ class Completer:
             for n, (run, _, duration) in enumerate(batch):
                 self._report(run, outcomes[n], duration)
         finally:
-            for _ in batch:
-                self._room.release()
+            with self._room:
+                full = self._unwritten >= self._max_waiting
+                self._unwritten -= len(batch)
+                if full:
+                    self._room.notify_all()
 
     def _outcomes(self, completions: list[Completion]) -> list[JobResult | Exception]:
         """One result (or the error that kept it from being written) per completion. When

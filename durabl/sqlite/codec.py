@@ -76,6 +76,8 @@ def encode_payload(value: Any) -> str:
 
 
 def decode_payload(text: str) -> Any:
+    if "$" not in text:  # no tagged value, no wrapped dict: plain JSON is the value itself
+        return json.loads(text)
     return _decode(json.loads(text))
 
 
