@@ -11,39 +11,17 @@ from typing import Any
 import pytest
 
 from durabl import JobQueue, SqliteJobQueue
-from durabl.job import JobEvent, PickupMode
 from durabl.sqlite.watch import IDLE_AFTER, IDLE_FACTOR, THREAD_NAME, ChangeWatcher
 from durabl.testing import wait_until
+from tests.unit.test_changestream import FakeListener
 
-
-class Listener:
-    """Records what a watcher asks of its queue."""
-
-    def __init__(self, types: frozenset[str] = frozenset({"a", "b"})) -> None:
-        self.types = types
-        self.due: list[tuple[str, int]] = []
-        self.closing = False
-
-    def push_types(self) -> frozenset[str]:
-        return self.types
-
-    def push_due(self, type: str, count: int) -> None:
-        self.due.append((type, count))
-
-    def push_mode(self, mode: PickupMode, reason: str) -> None:
-        raise AssertionError("the SQLite watcher never changes the processors' intervals")
-
-    def push_closing(self) -> bool:
-        return self.closing
-
-    def emit(self, event: JobEvent) -> None:
-        pass
+TYPES = ("a", "b")
 
 
 def test_a_commit_by_another_connection_wakes_every_processor(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     mine, theirs = SqliteJobQueue(path), SqliteJobQueue(path)
-    listener = Listener()
+    listener = FakeListener(TYPES)
     watcher = mine.open_push(listener)
     # The first read sets the baseline and wakes everyone once, for whatever was committed
     # before it (a processor's first poll may have come just before).
@@ -55,6 +33,7 @@ def test_a_commit_by_another_connection_wakes_every_processor(tmp_path: Path) ->
     assert sorted(listener.due) == [("a", 0), ("a", 0), ("b", 0), ("b", 0)]
     assert watcher.check_once() is False
     assert watcher.wakeups == 2
+    assert listener.modes == []  # it never changes the processors' poll intervals
 
 
 def test_a_job_from_another_process_starts_long_before_the_next_poll(tmp_path: Path) -> None:
@@ -98,7 +77,7 @@ def test_the_check_slows_down_once_the_file_is_quiet() -> None:
     now = [100.0]
     version = [1]
     watcher = ChangeWatcher(
-        lambda: version[0], Listener(), interval=0.005, path="x", clock=lambda: now[0]
+        lambda: version[0], FakeListener(TYPES), interval=0.005, path="x", clock=lambda: now[0]
     )
     watcher.check_once()
     assert watcher.next_wait() == 0.005
@@ -114,7 +93,7 @@ def test_a_failing_check_is_reported_and_recovers(caplog: pytest.LogCaptureFixtu
     failing = threading.Event()
     failing.set()
     recovered = threading.Event()
-    listener = Listener()
+    listener = FakeListener(TYPES)
 
     def probe() -> int:
         if failing.is_set():
@@ -139,7 +118,7 @@ def test_a_failing_check_is_reported_and_recovers(caplog: pytest.LogCaptureFixtu
 
 
 def test_the_watcher_stops_when_its_queue_closes() -> None:
-    listener = Listener()
+    listener = FakeListener(TYPES)
     watcher = ChangeWatcher(lambda: 1, listener, interval=0.001, path="x.db")
     watcher.start()
     listener.closing = True
@@ -149,7 +128,7 @@ def test_the_watcher_stops_when_its_queue_closes() -> None:
 
 def test_a_watcher_whose_thread_is_gone_says_so() -> None:
     # After fork() a child holds the parent's watcher object but not its thread.
-    watcher = ChangeWatcher(lambda: 1, Listener(), interval=0.001, path="x.db")
+    watcher = ChangeWatcher(lambda: 1, FakeListener(TYPES), interval=0.001, path="x.db")
     watcher.start()
     assert watcher.status().pickup == "push"
     real = watcher._thread
