@@ -11,7 +11,9 @@ Every library gets a fresh SQLite file in its own temporary directory for each s
   producer runs in the workers' process or in a second process (``python -c``).
 
 Each library keeps its own way of working; only idle polling is set alike (0.05 s), and
-the journal mode and ``synchronous`` each one ran with are read back and printed. A library
+the journal mode and ``synchronous`` each one ran with are printed: read back from the file
+or the library's own connection, except durabl's ``synchronous``, which is the value its
+connections are told to use (``SqliteJobQueue``'s default). A library
 that is not installed or fails prints "skipped: ..." / "failed: ..." in its row; the run
 still exits 0.
 
