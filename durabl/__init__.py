@@ -15,6 +15,8 @@ from durabl.exceptions import (
     NondeterminismError,
     NonRetryable,
     QueueShutdownError,
+    SchemaError,
+    SchemaTooNewError,
 )
 from durabl.globals import create_job_queue, get_default_queue, global_queue, set_global_backend
 from durabl.job import (
@@ -80,6 +82,8 @@ __all__ = [
     "QueueShutdownError",
     "QueueStats",
     "ReapReport",
+    "SchemaError",
+    "SchemaTooNewError",
     "Seconds",
     "set_global_backend",
     "SqliteJobQueue",

@@ -39,6 +39,16 @@ class BackendUnavailableError(DurablError):
     """The store could not be reached after bounded retries."""
 
 
+class SchemaError(DurablError):
+    """A store's record of its schema cannot be used: corrupt, or from a newer durabl.
+
+    durabl then refuses the store rather than guess which migrations it needs."""
+
+
+class SchemaTooNewError(SchemaError):
+    """The store was written by a newer durabl, with a schema this release cannot read."""
+
+
 class FatalJobError(Exception):
     """Raise from a handler when no further attempt can succeed.
 

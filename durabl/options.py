@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -24,6 +26,13 @@ DEFAULT_DEDUPE_SCOPE: DedupeScope = "pending+active"
 DEFAULT_BACKOFF: BackoffKind = "exponential"
 DEFAULT_BACKOFF_DELAY = 1.0
 DEFAULT_BACKOFF_MAX_DELAY = 300.0
+MAX_BACKOFF_DELAY = 365 * 24 * 3600.0
+"""The longest ``backoff_delay`` or ``backoff_max_delay`` accepted (one year, in seconds):
+a wait longer than that is a mistake, not a policy. Jobs stored with more are retried as if
+they had asked for this much."""
+LATEST_INSTANT = datetime.max.replace(tzinfo=timezone.utc)
+"""The last instant a datetime can hold: a ``delay`` that lands later is refused, and a
+retry time that would is put here."""
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_POLL_INTERVAL = 5.0
 PUSH_SAFETY_POLL_INTERVAL = 60.0
@@ -62,21 +71,36 @@ class BackoffPolicy:
         return cls(job.backoff, job.backoff_delay, job.backoff_max_delay)
 
     def delay_for(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait before the next try after ``attempt`` (1-based) failed."""
+        """Seconds to wait before the next try after ``attempt`` (1-based) failed.
+
+        Never more than :data:`MAX_BACKOFF_DELAY`, whatever the job holds: a job stored
+        before enqueue refused such values must still fail and retry cleanly."""
+        delay = _clamp_backoff(self.delay)
+        max_delay = _clamp_backoff(self.max_delay)
         if self.kind == "fixed":
-            base = self.delay
+            base = delay
         else:
             exponent = max(attempt - 1, 0)
             # Avoid float overflow for absurd attempt counts: the cap wins long before.
-            base = self.max_delay if exponent > 60 else self.delay * 2**exponent
-            base = min(base, self.max_delay)
-            base = min(base + base * BACKOFF_JITTER * rand(), self.max_delay)
+            base = max_delay if exponent > 60 else delay * 2**exponent
+            base = min(base, max_delay)
+            base = min(base + base * BACKOFF_JITTER * rand(), max_delay)
         return base
 
     def next_run_at(
         self, attempt: int, now: datetime, rand: Callable[[], float] = random.random
     ) -> datetime:
-        return now + timedelta(seconds=self.delay_for(attempt, rand))
+        try:
+            return now + timedelta(seconds=self.delay_for(attempt, rand))
+        except OverflowError:  # only a clock within a year of the year 9999 gets here
+            return LATEST_INSTANT
+
+
+def _clamp_backoff(seconds: float) -> float:
+    """A stored backoff duration within ``[0, MAX_BACKOFF_DELAY]`` (NaN counts as the most)."""
+    if math.isnan(seconds):
+        return MAX_BACKOFF_DELAY
+    return min(max(seconds, 0.0), MAX_BACKOFF_DELAY)
 
 
 @dataclass(frozen=True)
@@ -111,9 +135,39 @@ def check_payload_size(type: str, size: int) -> None:
 def check_job_type(type: str) -> str:
     if not isinstance(type, str) or not type:
         raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    if type.isspace():
+        raise ValueError(f"job type must not be only whitespace, got {type!r}")
+    if any(unicodedata.category(char) == "Cc" for char in type):
+        # Types name threads, log lines and admin pages; NUL is also refused by some stores.
+        raise ValueError(
+            f"job type must not contain control characters (NUL, tab, newline, ...), "
+            f"got {type[:40]!r}"
+        )
     if len(type.encode("utf-8", "replace")) > MAX_TYPE_BYTES:
         raise ValueError(f"job type must be at most {MAX_TYPE_BYTES} bytes, got {type[:40]!r}...")
     return type
+
+
+def check_dedupe_key(dedupe_key: str) -> str:
+    if not isinstance(dedupe_key, str) or not dedupe_key:
+        raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
+    if dedupe_key.isspace():
+        raise ValueError(f"dedupe_key must not be only whitespace, got {dedupe_key!r}")
+    if "\x00" in dedupe_key:
+        # Not every store can hold NUL in a text column (PostgreSQL refuses it).
+        raise ValueError(f"dedupe_key must not contain NUL characters, got {dedupe_key[:40]!r}")
+    if len(dedupe_key.encode("utf-8", "replace")) > MAX_DEDUPE_KEY_BYTES:
+        raise ValueError(f"dedupe_key must be at most {MAX_DEDUPE_KEY_BYTES} bytes")
+    return dedupe_key
+
+
+def _backoff_seconds(value: Seconds, name: str) -> float:
+    seconds = to_seconds(value, name)
+    if seconds > MAX_BACKOFF_DELAY:
+        raise ValueError(
+            f"{name} must be at most {MAX_BACKOFF_DELAY:g} seconds (one year), got {value!r}"
+        )
+    return seconds
 
 
 def build_new_job(
@@ -153,14 +207,14 @@ def build_new_job(
             )
         if delay_s:
             raise ValueError("pass either delay or run_at, not both")
-        run_at = run_at.astimezone(timezone.utc)
+        try:
+            run_at = run_at.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError(f"run_at {run_at!r} is outside the range of UTC datetimes") from None
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
     if dedupe_key is not None:
-        if not isinstance(dedupe_key, str) or not dedupe_key:
-            raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
-        if len(dedupe_key.encode("utf-8", "replace")) > MAX_DEDUPE_KEY_BYTES:
-            raise ValueError(f"dedupe_key must be at most {MAX_DEDUPE_KEY_BYTES} bytes")
+        check_dedupe_key(dedupe_key)
         size += 2 * len(dedupe_key.encode("utf-8", "replace"))  # the key and its slot
     check_payload_size(type, size + len(type.encode("utf-8", "replace")))
     if dedupe_scope not in DEDUPE_SCOPES:
@@ -174,13 +228,25 @@ def build_new_job(
         raise ValueError(f"backoff must be one of {BACKOFF_KINDS}, got {backoff!r}")
     policy = BackoffPolicy(
         backoff,
-        to_seconds(backoff_delay, "backoff_delay"),
-        to_seconds(backoff_max_delay, "backoff_max_delay"),
+        _backoff_seconds(backoff_delay, "backoff_delay"),
+        _backoff_seconds(backoff_max_delay, "backoff_max_delay"),
     )
+    if policy.kind == "exponential" and policy.max_delay < policy.delay:
+        # (A fixed backoff waits backoff_delay and ignores the cap.)
+        raise ValueError(
+            f"backoff_max_delay ({backoff_max_delay!r}) must not be less than backoff_delay "
+            f"({backoff_delay!r})"
+        )
     if delay_s:
         if now is None:
             raise ValueError("delay needs a clock")  # programming error inside durabl
-        run_at = now + timedelta(seconds=delay_s)
+        try:
+            run_at = now + timedelta(seconds=delay_s)
+        except OverflowError:
+            raise ValueError(
+                f"delay={delay!r} is too far in the future: the job would be due "
+                f"after {LATEST_INSTANT:%Y-%m-%d}, the last day a datetime can hold"
+            ) from None
     return NewJob(
         type=type,
         data=data,

@@ -367,15 +367,42 @@ class JobQueue:
         return ran
 
     # -- inline runs ----------------------------------------------------------------------
-    def claim_or_enqueue(self, type: str, data: Any, **options: Any) -> JobHandle[Any] | None:
+    def claim_or_enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int = 0,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int = 3,
+        dedupe_key: str | None = None,
+        dedupe_scope: str = "pending+active",
+        coalesce: str | None = None,
+        backoff: str = "exponential",
+        backoff_delay: Seconds = 1.0,
+        backoff_max_delay: Seconds = 300.0,
+    ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
-        return None."""
+        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
+        refused, since an inline run happens now."""
         self._check_open("claim_or_enqueue()")
-        backend = self._ready()
-        if options.get("delay") or options.get("run_at") is not None:
+        if delay or run_at is not None:
             raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = build_new_job(type, data, **options)
+        job = build_new_job(
+            type,
+            data,
+            priority=priority,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+        )
+        backend = self._ready()
         result = backend.claim_or_enqueue(job, self.lease_owner)
         handle = result.handle
         if handle is None:

@@ -9,8 +9,9 @@ from urllib.parse import unquote, urlsplit
 from pymongo import MongoClient
 from pymongo.errors import ConfigurationError, InvalidName, InvalidURI
 
-from durabl.exceptions import DurablError
+from durabl.exceptions import BackendUnavailableError, DurablError
 from durabl.mongo.backend import MongoJobQueue
+from durabl.mongo.retry import is_dns_failure
 
 DEFAULT_DATABASE = "durabl"
 
@@ -31,6 +32,17 @@ def mongomock_client() -> Any:
                 ) from exc
             _mock_client = mongomock.MongoClient(tz_aware=True)
         return _mock_client
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages and logs)."""
+    scheme, sep, rest = url.partition("://")
+    netloc_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    userinfo, at, hosts = rest[:netloc_end].rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{hosts}{rest[netloc_end:]}"
 
 
 def _database_from_path(url: str) -> str | None:
@@ -72,7 +84,13 @@ def from_url(
         # backend can be built at import or in AppConfig.ready() for free.
         client_options.setdefault("connect", False)
         client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True, **client_options)
-    except (ConfigurationError, InvalidURI, ValueError) as exc:
+    except ConfigurationError as exc:
+        if is_dns_failure(exc):  # pymongo before 4.11 resolves mongodb+srv:// names here
+            raise BackendUnavailableError(
+                f"MongoDB unavailable: the DNS lookup for {redact_url(url)} failed: {exc}"
+            ) from exc
+        raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
+    except (InvalidURI, ValueError) as exc:
         raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
     db_name = database or _database_from_path(url) or DEFAULT_DATABASE
     try:

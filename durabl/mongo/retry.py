@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from pymongo.errors import (
     AutoReconnect,
+    ConfigurationError,
     ConnectionFailure,
     PyMongoError,
     ServerSelectionTimeoutError,
@@ -72,8 +73,25 @@ def call_with_retries(
         raise translate(operation, exc) from exc
 
 
+def is_dns_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the host of a ``mongodb+srv://`` URL did not resolve: pymongo
+    reports that as a ``ConfigurationError`` raised from dnspython's error (at the first
+    operation; before pymongo 4.11, when the client is made)."""
+    cause = exc.__cause__
+    return (
+        isinstance(exc, ConfigurationError)
+        and cause is not None
+        and type(cause).__module__.partition(".")[0] == "dns"
+    )
+
+
 def translate(operation: str, exc: BaseException) -> DurablError:
     """A durabl error for a pymongo one: callers handle ours, not the driver's."""
     if isinstance(exc, ConnectionFailure):
         return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")
+    if is_dns_failure(exc):
+        return BackendUnavailableError(
+            f"MongoDB unavailable during {operation}: the DNS lookup of the mongodb+srv:// "
+            f"host failed: {exc}"
+        )
     return DurablError(f"MongoDB error during {operation}: {exc}")

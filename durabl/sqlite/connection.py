@@ -5,7 +5,8 @@ that durabl alone decides where transactions begin and end). Every write is one
 ``BEGIN IMMEDIATE ... COMMIT``: the write lock is taken up front, so two writers never
 deadlock trying to upgrade a read lock. A lock that the busy timeout could not get is tried
 again a few times with jittered backoff, then reported as
-:class:`~durabl.exceptions.BackendUnavailableError`; every other ``sqlite3`` error becomes a
+:class:`~durabl.exceptions.BackendUnavailableError`, as is a file that cannot be opened or
+written (read-only, a full disk, I/O errors); every other ``sqlite3`` error becomes a
 :class:`~durabl.exceptions.DurablError`.
 """
 
@@ -45,7 +46,10 @@ CLOSE_WAIT = 0.1
 to that thread to close after its current operation."""
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
-_UNAVAILABLE_CODES = (10, 13, 14)  # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+# SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN: the file cannot
+# be opened or written (a read-only file or directory, a full disk, I/O trouble).
+_UNAVAILABLE_CODES = (3, 8, 10, 13, 14)
+_UNAVAILABLE_WORDS = ("disk", "unable to open", "i/o", "readonly", "read-only", "permission")
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -66,7 +70,7 @@ def translate(operation: str, exc: BaseException) -> DurablError:
         isinstance(exc, sqlite3.OperationalError)
         and (
             (code is not None and code & 0xFF in _UNAVAILABLE_CODES)
-            or any(word in str(exc).lower() for word in ("disk", "unable to open", "i/o"))
+            or any(word in str(exc).lower() for word in _UNAVAILABLE_WORDS)
         )
     )
     if unavailable:

@@ -11,17 +11,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from durabl.exceptions import DurablError
+from durabl.exceptions import SchemaError, SchemaTooNewError
 
 META_TABLE = "durabl_meta"
 JOBS_TABLE = "durabl_jobs"
 LOGS_TABLE = "durabl_logs"
 RECEIPTS_TABLE = "durabl_receipts"
 VERSION_KEY = "schema_version"
-
-
-class SchemaTooNewError(DurablError):
-    """The file was written by a newer durabl, with a schema this release cannot read."""
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -133,7 +129,25 @@ def read_version(conn: sqlite3.Connection) -> int:
     if not _has_meta(conn):
         return 0
     row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (VERSION_KEY,)).fetchone()
-    return int(row[0]) if row is not None else 0
+    if row is None:
+        return 0
+    value = row[0]
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise SchemaError(
+        f"SQLite file {_file_of(conn)} has a corrupt durabl {VERSION_KEY}: {value!r} in "
+        f"table {META_TABLE} is not a version number. durabl will not guess which migrations "
+        "the file needs: restore it from a backup, or point this process at another file."
+    )
+
+
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The main database file of ``conn`` (for error messages)."""
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file)
+    return "?"  # pragma: no cover - every connection has a main database
 
 
 def check_not_newer(version: int, path: str) -> None:
