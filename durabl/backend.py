@@ -91,9 +91,26 @@ class Backend(Protocol):
         follower (or coalesce) as :meth:`enqueue` would."""
 
     # -- claiming -------------------------------------------------------------------------
-    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
         """Claim up to ``limit`` due pending jobs of ``type``: lowest priority first, then
-        oldest ``run_at``. Each claim gets a fresh token and counts an attempt."""
+        oldest ``run_at``, returned in that order. Each claim gets a fresh token and counts
+        an attempt.
+
+        ``starting``: how many of them start at once (None: all). The others are claimed
+        ahead of a free worker (read ahead) and stay *reserved* until :meth:`mark_started`
+        records that their handler began; the reaper gives back the attempt of a reserved
+        job (:func:`durabl.rules.reap_decision`)."""
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        """Record that the handlers of these reserved claims (``(job_id, token)`` pairs)
+        started. Fenced on each token; claims that are no longer held are skipped."""
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
@@ -120,8 +137,10 @@ class Backend(Protocol):
         *,
         retry_at: datetime,
         logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
-        """Retry at ``retry_at`` when attempts remain, else fail ``retries-exhausted``.
+        """Retry at ``retry_at`` when attempts remain, else fail with failure kind
+        ``exhausted`` (``interrupted`` when a ``BaseException`` ended the last attempt).
         ``superseded`` when a pending follower already holds the key."""
 
     def fail_fatal(

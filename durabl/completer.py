@@ -19,6 +19,7 @@ import logging
 import queue as queue_module
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from durabl.backend import Backend, Completion
@@ -35,6 +36,18 @@ MAX_WAITING = 2 * MAX_BATCH
 """Most completions handed over and not yet written. A worker that would go past it waits:
 when writes fall behind, workers slow down rather than pile up finished runs whose leases
 nobody renews."""
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A reserved claim whose handler starts now: recorded with the next batch."""
+
+    job_id: str
+    token: str
+
+
+_Entry = tuple["ManagedRun", Completion, float]
+_Item = _Entry | _Start
 
 
 class Completer:
@@ -61,9 +74,7 @@ class Completer:
         self.name = name
         self.max_batch = max_batch
         self._on_written = on_written
-        self._items: queue_module.SimpleQueue[tuple[ManagedRun, Completion, float] | None] = (
-            queue_module.SimpleQueue()
-        )
+        self._items: queue_module.SimpleQueue[_Item | None] = queue_module.SimpleQueue()
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -86,6 +97,19 @@ class Completer:
                 self._items.put(item)
         if closed:
             self._write([item])
+
+    def mark_started(self, job_id: str, token: str) -> None:
+        """Record, with the next batch, that the handler of this reserved claim started
+        (see :mod:`durabl.rules`). The caller does not wait for the write. After
+        :meth:`close`, the calling thread writes it at once."""
+        start = _Start(job_id, token)
+        with self._start_lock:
+            closed = self._closed
+            if not closed:
+                self._start()
+                self._items.put(start)
+        if closed:
+            self._write_starts([start])
 
     def waiting(self) -> int:
         """About how many completions are handed over and not yet written."""
@@ -120,9 +144,17 @@ class Completer:
             first = self._items.get()
             if first is None:
                 return
-            batch = [first]
+            batch: list[_Entry] = []
+            starts: list[_Start] = []
             stop = False
-            while len(batch) < self.max_batch:
+            item: _Item | None = first
+            while True:
+                if isinstance(item, _Start):
+                    starts.append(item)
+                elif item is not None:
+                    batch.append(item)
+                if len(batch) >= self.max_batch:
+                    break
                 try:
                     item = self._items.get_nowait()
                 except queue_module.Empty:
@@ -130,12 +162,22 @@ class Completer:
                 if item is None:
                     stop = True
                     break
-                batch.append(item)
-            self._write(batch)
+            # Starts first: a run that began must be counted before anything else is lost.
+            self._write_starts(starts)
+            if batch:
+                self._write(batch)
             if stop:
                 return
 
-    def _write(self, batch: list[tuple[ManagedRun, Completion, float]]) -> None:
+    def _write_starts(self, starts: list[_Start]) -> None:
+        if not starts:
+            return
+        try:
+            self.backend.mark_started([(s.job_id, s.token) for s in starts])
+        except BaseException:  # never let it end the thread; the reaper refunds these
+            logger.warning("recording %d job starts failed", len(starts), exc_info=True)
+
+    def _write(self, batch: list[_Entry]) -> None:
         try:
             outcomes = self._outcomes([completion for _, completion, _ in batch])
             self.batches += 1

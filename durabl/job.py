@@ -15,13 +15,13 @@ T = TypeVar("T")
 
 JobStatus = Literal["pending", "active", "completed", "failed", "superseded"]
 TerminalStatus = Literal["completed", "failed", "superseded"]
-FailureKind = Literal["retries-exhausted", "fatal", "stalled"]
+FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted"]
 DedupeScope = Literal["pending+active", "pending"]
 BackoffKind = Literal["exponential", "fixed"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "active", "completed", "failed", "superseded")
 TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded")
-FAILURE_KINDS: tuple[FailureKind, ...] = ("retries-exhausted", "fatal", "stalled")
+FAILURE_KINDS: tuple[FailureKind, ...] = ("retries-exhausted", "fatal", "stalled", "interrupted")
 DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
 
 ResultStatus = Literal[

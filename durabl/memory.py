@@ -36,10 +36,9 @@ from durabl.job import (
 )
 from durabl.memory_store import MemoryStore, _ms, _portable, _Record
 from durabl.options import MAX_FAIL_REASON_BYTES, NewJob, clip_text
+from durabl.rules import STALLED_REASON, reap_decision
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
-
-STALLED_REASON = "lease expired: the worker stopped heartbeating (crashed or hung)"
 
 
 class MemoryBackend(MemoryStore):
@@ -115,15 +114,25 @@ class MemoryBackend(MemoryStore):
             return InlineClaimResult(self._claim_record(rec, now, lease_owner))
 
     # -- claiming -------------------------------------------------------------------------
-    def _claim_record(self, rec: _Record, now: datetime, owner: str) -> JobHandle[Any]:
+    def _claim_record(
+        self, rec: _Record, now: datetime, owner: str, reserve: bool = False
+    ) -> JobHandle[Any]:
         self._move(rec, "active", now)
         rec.attempts += 1
+        rec.reserved = reserve
         rec.claim_token = token = uuid.uuid4().hex
         rec.heartbeat_at = now
         rec.lease_owner = owner
         return handle_for(self._snapshot(rec), token, self)
 
-    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
         with self._lock:
             now = self.now()
             due = [
@@ -136,8 +145,16 @@ class MemoryBackend(MemoryStore):
                 if len(claimed) >= limit:
                     break
                 if self._can_move(rec, "active"):  # else: a follower behind an active run
-                    claimed.append(self._claim_record(rec, now, lease_owner))
+                    reserve = starting is not None and len(claimed) >= starting
+                    claimed.append(self._claim_record(rec, now, lease_owner, reserve))
             return claimed
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            for job_id, token in claims:
+                rec = self._jobs.get(job_id)
+                if rec is not None and rec.status == "active" and rec.claim_token == token:
+                    rec.reserved = False
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
@@ -208,6 +225,7 @@ class MemoryBackend(MemoryStore):
         *,
         retry_at: datetime,
         logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
         with self._lock:
             rec = self._fence(job_id, token, "fail")
@@ -218,7 +236,7 @@ class MemoryBackend(MemoryStore):
             if rec.attempts >= rec.max_attempts:
                 self._move(rec, "failed", now)
                 rec.fail_reason = reason
-                rec.failure_kind = "retries-exhausted"
+                rec.failure_kind = exhausted
                 return self._applied(rec, token, "fail", "failed-terminal", logs)
             if not self._can_move(rec, "pending"):
                 return self._supersede(rec, token, "fail", now, logs)  # reason not kept
@@ -277,7 +295,13 @@ class MemoryBackend(MemoryStore):
                 stuck = stuck[: abs(limit)]
             recovered = stalled = superseded = 0
             for rec in stuck:
-                if rec.attempts >= rec.max_attempts:
+                decision = reap_decision(
+                    rec.attempts,
+                    rec.max_attempts,
+                    reserved=rec.reserved,
+                    unstarted_reaps=rec.unstarted_reaps,
+                )
+                if decision == "stall":
                     self._move(rec, "failed", now)
                     rec.failure_kind = "stalled"
                     rec.fail_reason = STALLED_REASON
@@ -285,6 +309,9 @@ class MemoryBackend(MemoryStore):
                 elif self._can_move(rec, "pending"):
                     self._move(rec, "pending", now)
                     rec.run_at = now
+                    if decision == "refund":
+                        rec.attempts -= 1
+                        rec.unstarted_reaps += 1
                     recovered += 1
                 else:
                     self._move(rec, "superseded", now)
@@ -454,7 +481,14 @@ class DummyBackend(MemoryBackend):
         result = self.enqueue(job)
         return InlineClaimResult(None, result.job_id, result.coalesced)
 
-    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
         return []
 
     def claim_next_by_key(

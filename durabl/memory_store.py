@@ -92,6 +92,9 @@ class _Record:
     claim_token: str | None = None
     heartbeat_at: datetime | None = None
     lease_owner: str | None = None
+    #: Claimed ahead of a free worker, its start not recorded yet (see durabl.rules).
+    reserved: bool = False
+    unstarted_reaps: int = 0
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
     receipts: deque[tuple[str, str, ResultStatus]] = field(
         default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
@@ -155,6 +158,7 @@ class MemoryStore:
         rec.updated_at = now
         if status != "active":
             rec.claim_token = rec.heartbeat_at = rec.lease_owner = None
+            rec.reserved = False
         if status in _TERMINAL:
             rec.finished_at = now
 

@@ -35,7 +35,7 @@ from durabl.options import (
     check_job_type,
 )
 from durabl.reaper import Reaper, default_reaper_interval
-from durabl.run import Handler, ManagedRun
+from durabl.run import Handler, ManagedRun, is_interrupt
 from durabl.shutdown import Drain, install_signal_handlers
 from durabl.worker import Processor
 
@@ -435,6 +435,8 @@ class JobQueue:
         drains = 0
         while current is not None:
             outcome = ManagedRun(current, handler, self).execute()
+            if is_interrupt(outcome.error):
+                raise outcome.error  # type: ignore[misc]  # recorded as a failed attempt
             if outcome.error is not None and first_error is None:
                 first_error = outcome.error
             key = current.dedupe_key
@@ -545,11 +547,12 @@ class JobQueue:
             if not report.saturated or not report.handled:
                 return total
 
-    def stop_reaper(self) -> None:
+    def stop_reaper(self, timeout: float = 5.0) -> None:
+        """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
         with self._lock:
             reaper, self._reaper = self._reaper, None
         if reaper is not None:
-            reaper.stop()
+            reaper.stop(timeout)
 
     # -- shutdown -------------------------------------------------------------------------
     @property

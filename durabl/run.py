@@ -12,7 +12,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
@@ -20,8 +20,8 @@ from durabl.backend import Backend, Completion
 from durabl.clock import Clock
 from durabl.exceptions import FatalJobError
 from durabl.heartbeat import Heartbeat, HeartbeatThread
-from durabl.job import Job, JobEvent, JobHandle, JobResult
-from durabl.options import BackoffPolicy
+from durabl.job import FailureKind, Job, JobEvent, JobHandle, JobResult
+from durabl.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
 from durabl.sync import Flag
 
 if TYPE_CHECKING:
@@ -119,15 +119,43 @@ class RunOutcome:
         return self.result.status if self.result else None
 
 
+def is_interrupt(exc: BaseException | None) -> bool:
+    """A ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``, ...): it still counts as a failed attempt, and an inline run
+    raises it again once the attempt is recorded."""
+    return exc is not None and not isinstance(exc, Exception)
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)``, or its ``repr`` when ``__str__`` raises, or a placeholder: a failure
+    is recorded whatever the exception does when it is printed."""
+    for render in (str, repr):
+        try:
+            return render(exc)
+        except Exception:
+            continue
+    return f"<unprintable {type(exc).__name__}>"
+
+
 def describe_error(exc: BaseException) -> str:
-    """``Type: message``, the cause chain, then the traceback: what an operator needs."""
-    lines = [f"{type(exc).__name__}: {exc}"]
+    """``Type: message``, the cause chain, then the traceback: what an operator needs.
+    Never raises, whatever the exception's ``__str__`` does."""
+    head = f"{type(exc).__name__}: {error_text(exc)}"
+    if is_interrupt(exc):
+        head += " (raised by the handler: counted as a failed attempt)"
+    lines = [head]
+    seen = {id(exc)}
     cause = exc.__cause__
-    while cause is not None:
-        lines.append(f"caused by {type(cause).__name__}: {cause}")
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        lines.append(f"caused by {type(cause).__name__}: {error_text(cause)}")
         cause = cause.__cause__
+    try:
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        trace = f"(the traceback of {type(exc).__name__} could not be formatted)"
     lines.append("")
-    lines.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    lines.append(trace.rstrip())
     return "\n".join(lines)
 
 
@@ -142,8 +170,11 @@ class ManagedRun:
         *,
         heartbeat_interval: float | None = None,
         claimed_at: float | None = None,
+        reserved: bool = False,
     ) -> None:
         self.handle = handle
+        #: Claimed ahead of a free worker: its start is recorded when its handler begins.
+        self.reserved = reserved
         self.handler = handler
         self.runtime = runtime
         clock = runtime.clock
@@ -218,6 +249,8 @@ class ManagedRun:
             finally:
                 self.runtime._untrack(self)
                 self.done.set()
+        if self.reserved:
+            self._mark_started(completer)
         self.heartbeat.start(heartbeat_host)
         error: BaseException | None = None
         try:
@@ -225,14 +258,8 @@ class ManagedRun:
                 self.handler.run_managed(self)
             else:
                 self.handler(self.handle.as_job(), self.ctx)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: a failed attempt
             error = exc
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit in a worker
-            self.heartbeat.stop()
-            self._release_for_exit()
-            self.runtime._untrack(self)
-            self.done.set()
-            raise exc
         finally:
             self.heartbeat.stop()
         outcome: RunOutcome | None = None
@@ -243,6 +270,19 @@ class ManagedRun:
             if outcome is None or outcome.disposition != "handed-over":
                 self.runtime._untrack(self)
                 self.done.set()
+
+    def _mark_started(self, completer: Completer | None) -> None:
+        """A reserved claim's handler is about to start: record it, so the reaper counts
+        this run if the process dies now. Written with the completer's next batch (no
+        round trip of its own); see :mod:`durabl.rules` for the small window this leaves."""
+        claim = (self.handle.id, self.handle.claim_token)
+        if completer is not None:
+            completer.mark_started(*claim)
+            return
+        try:
+            self.runtime.backend.mark_started([claim])
+        except Exception:
+            logger.warning("could not record the start of job %s", claim[0], exc_info=True)
 
     def _renew_first(self) -> bool:
         """A claim that waited a heartbeat interval for a worker (read ahead behind slower
@@ -319,8 +359,15 @@ class ManagedRun:
         reason = describe_error(error)
         if self._is_fatal(error):
             return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
-        retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, backend.now())
-        return backend.fail(job.id, job.claim_token, reason, retry_at=retry_at, logs=logs)
+        now = backend.now()
+        try:
+            retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, now)
+        except (ArithmeticError, ValueError):  # a backoff no datetime can hold
+            retry_at = now + timedelta(seconds=DEFAULT_BACKOFF_MAX_DELAY)
+        exhausted: FailureKind = "interrupted" if is_interrupt(error) else "retries-exhausted"
+        return backend.fail(
+            job.id, job.claim_token, reason, retry_at=retry_at, logs=logs, exhausted=exhausted
+        )
 
     def _is_fatal(self, error: BaseException) -> bool:
         fatal = getattr(self.handler, "fatal_errors", ())
@@ -343,7 +390,9 @@ class ManagedRun:
             self._emit("suspended", duration=duration, extra={"run_at": error.run_at})
         elif error is not None and self._is_fatal(error):
             self._emit("fail-fatal", duration=duration, terminal=True, error=error)
-            logger.error("job %s failed fatally: %s", self.handle.id, error, extra=extra)
+            logger.error(
+                "job %s failed fatally: %s", self.handle.id, error_text(error), extra=extra
+            )
         else:
             terminal = status == "failed-terminal"
             self._emit(
@@ -360,21 +409,20 @@ class ManagedRun:
                 self.handle.attempts,
                 self.handle.max_attempts,
                 "" if not terminal else " for the last time",
-                error,
+                "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
                 extra=extra,
             )
 
-    def _release_for_exit(self) -> None:
+    def abort(self, reason: str) -> bool:
+        """Fence the run without writing: abort its handler and stop its heartbeat (no
+        wait). A run not yet started never starts. False when it already finished."""
         with self._lock:
-            if self._state != "running":
-                return
+            if self._state not in ("new", "running"):
+                return False
             self._state = "released"
-        try:
-            self.runtime.backend.release(
-                self.handle.id, self.handle.claim_token, logs=self.ctx._take_logs(), timeout=1.0
-            )
-        except Exception:
-            logger.exception("could not release job %s", self.handle.id)
+        self.signal.abort(reason)
+        self.heartbeat.stop(timeout=0)
+        return True
 
     def abort_and_release(self, timeout: float) -> JobResult | None:
         """Shutdown's path: abort the handler, stop the heartbeat, hand the claim back

@@ -10,14 +10,22 @@ from concurrent.futures import Future
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from durabl.abort import SHUTDOWN
+from durabl.job import JobResult
 from durabl.options import RELEASE_WRITE_TIMEOUT
 
 if TYPE_CHECKING:
     from durabl.queue import JobQueue
+    from durabl.run import ManagedRun
 
 logger = logging.getLogger(__name__)
 
 THREAD_JOIN_TIMEOUT = 5.0
+DRAIN_GRACE = 1.0
+"""Seconds a drain may take past its timeout: ``shutdown(timeout=T)`` returns within
+``T + DRAIN_GRACE`` (plus scheduling noise), however many threads and runs it stops."""
+MIN_RELEASE_TIMEOUT = 0.05
+"""Below this much time left, a release is not attempted: the run is only fenced."""
 
 
 class Drain:
@@ -58,27 +66,39 @@ class Drain:
             self.future.set_result(None)
 
     def _drain(self, timeout: float) -> None:
+        """Everything the drain does fits in ``timeout`` plus :data:`DRAIN_GRACE`: runs may
+        finish until ``timeout``; releasing the rest, joining threads and writing the last
+        completions share the one grace period after it, however many threads there are.
+        """
         queue = self.queue
         clock = queue.clock
         deadline = clock.monotonic() + timeout
-        queue.stop_reaper()
-        queue._stop_push()  # the change-stream watcher, if any: no new wake-ups from here on
+        hard = deadline + DRAIN_GRACE
+
+        def left(until: float, cap: float | None = None) -> float:
+            remaining = max(until - clock.monotonic(), 0.0)
+            return remaining if cap is None else min(remaining, cap)
+
+        # Stopping the background threads may eat into the grace, but never all of it:
+        # releasing the runs left is what keeps their jobs from waiting for the reaper.
+        stop_by = hard - DRAIN_GRACE / 2
+        queue.stop_reaper(left(stop_by, THREAD_JOIN_TIMEOUT))
+        # The change-stream watcher, if any: no new wake-ups from here on.
+        queue._stop_push(left(stop_by, THREAD_JOIN_TIMEOUT))
         processors = list(queue.processors.values())
         for processor in processors:
             processor.stop_polling(None)  # signal them all first, then join with one bound
-        join_by = clock.monotonic() + THREAD_JOIN_TIMEOUT
+        join_by = min(clock.monotonic() + THREAD_JOIN_TIMEOUT, stop_by)
         for processor in processors:
-            processor.join_poller(max(join_by - clock.monotonic(), 0.0))
+            processor.join_poller(left(join_by))
         for run in queue.active_runs():
             if not run.started:  # claimed but not begun: fenced, handed straight back
-                run.abort_and_release(RELEASE_WRITE_TIMEOUT)
+                _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
         with queue._runs_changed:
-            queue._runs_changed.wait_for(
-                lambda: not queue._runs, timeout=max(deadline - clock.monotonic(), 0.0)
-            )
+            queue._runs_changed.wait_for(lambda: not queue._runs, timeout=left(deadline))
             remaining = list(queue._runs)
         for run in remaining:
-            result = run.abort_and_release(RELEASE_WRITE_TIMEOUT)
+            result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
             if result is not None:
                 logger.warning(
                     "shutdown released job %s (%s) after the %.1fs grace period",
@@ -90,14 +110,13 @@ class Drain:
         stuck: list[str] = []
         for processor in processors:
             processor.stop_workers(None)
-        join_by = clock.monotonic() + RELEASE_WRITE_TIMEOUT
+        join_by = min(clock.monotonic() + RELEASE_WRITE_TIMEOUT, hard)
         for processor in processors:
-            stuck += processor.join_workers(max(join_by - clock.monotonic(), 0.0))
+            stuck += processor.join_workers(left(join_by), clock=clock)
         # Completions handed over by finished runs: written unless the store is down. They
-        # get what is left of the drain's time, and at least the time a release gets.
-        write_by = max(deadline, clock.monotonic() + RELEASE_WRITE_TIMEOUT)
+        # get what is left of the grace period.
         for processor in processors:
-            unwritten = processor.close_completer(max(write_by - clock.monotonic(), 0.0))
+            unwritten = processor.close_completer(left(hard))
             if unwritten:
                 logger.warning(
                     "shutdown left %d completions of %s jobs unwritten; the reaper will hand "
@@ -112,6 +131,15 @@ class Drain:
                 "writes fenced; daemon threads are abandoned): %s",
                 ", ".join(stuck),
             )
+
+
+def _release(run: ManagedRun, timeout: float) -> JobResult | None:
+    """Abort ``run`` and hand its claim back within ``timeout``; with no time left the run
+    is only fenced (aborted, its writes suppressed) and the reaper hands the job back."""
+    if timeout < MIN_RELEASE_TIMEOUT:
+        run.abort(SHUTDOWN)
+        return None
+    return run.abort_and_release(timeout)
 
 
 def install_signal_handlers(

@@ -14,10 +14,11 @@ import random
 import threading
 from collections.abc import Callable
 
+from durabl.clock import Clock
 from durabl.completer import Completer
 from durabl.heartbeat import HeartbeatThread
 from durabl.job import JobEvent, JobHandle
-from durabl.run import Handler, ManagedRun, Runtime
+from durabl.run import Handler, ManagedRun, Runtime, is_interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -105,26 +106,39 @@ class Processor:
     def poll_once(self, limit: int | None = None) -> int:
         """Claim as many due jobs as there are free workers (at most ``limit``) and hand
         them over."""
-        free = self.free_slots() if limit is None else min(limit, self.free_slots())
+        with self._lock:
+            free = self._capacity() - self._outstanding
+            idle = max(self.concurrency - self._outstanding, 0)  # workers with nothing to do
+        if limit is not None:
+            free = min(limit, free)
         if free <= 0 or self._stopping.is_set():
             return 0
         self.polls += 1
         claimed_at = self.runtime.clock.monotonic()
-        handles = self.runtime.backend.claim(self.type, limit=free, lease_owner=self.lease_owner)
+        backend = self.runtime.backend
+        # Jobs for idle workers start at once; the rest are read ahead, *reserved*: their
+        # start is recorded when a worker takes them, and the reaper gives back the attempt
+        # of a reserved job whose worker died before it began (see durabl.rules).
+        starting = min(idle, free)
+        handles = backend.claim(
+            self.type, limit=free, lease_owner=self.lease_owner, starting=starting
+        )
+        claimed = len(handles)
         with self._lock:
-            self._outstanding += len(handles)
-            self._maybe_more = len(handles) == free
+            self._outstanding += claimed
+            self._maybe_more = claimed == free
         events = self.runtime.on_job_event is not None
-        for handle in handles:
+        for n, handle in enumerate(handles):
+            ahead = n >= starting
             if events:
                 self.runtime.emit(
                     JobEvent("claimed", self.type, handle.id, attempt=handle.attempts)
                 )
             # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
-            run = self._new_run(handle, claimed_at)
+            run = self._new_run(handle, claimed_at, reserved=ahead)
             self.runtime._track(run)
             self._handoff.put(run)
-        return len(handles)
+        return claimed
 
     def process_one(self) -> bool:
         """Claim and run one job in the calling thread; False when none was due."""
@@ -135,16 +149,23 @@ class Processor:
         self.runtime.emit(
             JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
         )
-        self._new_run(handles[0], claimed_at).execute()
+        outcome = self._new_run(handles[0], claimed_at).execute()
+        if is_interrupt(outcome.error):
+            # The calling thread's own run: SystemExit / KeyboardInterrupt go on up once
+            # the attempt is recorded (a worker thread logs them and serves the next job).
+            raise outcome.error  # type: ignore[misc]
         return True
 
-    def _new_run(self, handle: JobHandle[object], claimed_at: float) -> ManagedRun:
+    def _new_run(
+        self, handle: JobHandle[object], claimed_at: float, *, reserved: bool = False
+    ) -> ManagedRun:
         return ManagedRun(
             handle,
             self.handler,
             self.runtime,
             heartbeat_interval=self.heartbeat_interval,
             claimed_at=claimed_at,
+            reserved=reserved,
         )
 
     # -- threads --------------------------------------------------------------------------
@@ -258,13 +279,15 @@ class Processor:
             self._handoff.put(None)
         return [] if timeout is None else self.join_workers(timeout)
 
-    def join_workers(self, timeout: float) -> list[str]:
+    def join_workers(self, timeout: float, *, clock: Clock | None = None) -> list[str]:
+        """Join the worker threads and their heartbeat threads, all within ``timeout``
+        in total (not each). The names of the threads still running."""
+        clock = clock or self.runtime.clock
+        until = clock.monotonic() + timeout
         for thread in self._workers:
-            thread.join(timeout)
-            if timeout <= 0:
-                break
+            thread.join(max(until - clock.monotonic(), 0.0))
         for host in self._hosts:  # idle by now: every run's heartbeat has stopped
-            host.close(timeout)
+            host.close(max(until - clock.monotonic(), 0.0))
         return [t.name for t in self._workers if t.is_alive()]
 
     def close_completer(self, timeout: float) -> int:

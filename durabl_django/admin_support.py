@@ -39,6 +39,7 @@ KIND_LABELS: Mapping[str, str] = {
     "retries-exhausted": "Retries exhausted",
     "fatal": "Fatal",
     "stalled": "Stalled",
+    "interrupted": "Interrupted",
 }
 _MAX_FILTER_LENGTH = 200
 _MAX_PAYLOAD_CHARS = 200_000

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError
 from durabl.backend import Completion, EnqueueResult, InlineClaimResult, PushListener
 from durabl.exceptions import DedupeScopeConflictError, DurablError
 from durabl.job import (
+    FailureKind,
     HeartbeatResult,
     JobHandle,
     JobResult,
@@ -180,22 +181,27 @@ class MongoJobQueue(MongoOperations):
     def _new_token() -> str:
         return uuid.uuid4().hex
 
-    def _claim_update(self, now: datetime, token: str, owner: str) -> dict[str, Any]:
+    def _claim_update(
+        self, now: datetime, token: str, owner: str, reserve: bool = False
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "status": "active",
+            "claim_token": token,
+            "claimed_at": now,
+            "heartbeat_at": now,
+            "updated_at": now,
+            "lease_owner": owner,
+        }
+        if reserve:
+            fields["reserved"] = True
         return {
-            "$set": {
-                "status": "active",
-                "claim_token": token,
-                "claimed_at": now,
-                "heartbeat_at": now,
-                "updated_at": now,
-                "lease_owner": owner,
-            },
+            "$set": fields,
             "$inc": {"attempts": 1},
             "$rename": {PENDING_SLOT: ACTIVE_SLOT},
         }
 
     def _claim_one(
-        self, query: Mapping[str, Any], now: datetime, owner: str
+        self, query: Mapping[str, Any], now: datetime, owner: str, reserve: bool = False
     ) -> tuple[JobHandle[Any] | None, bool]:
         """One atomic claim. Returns (handle, blocked): blocked means the candidate is a
         ``pending``-scope follower whose key already has an active run."""
@@ -205,7 +211,7 @@ class MongoJobQueue(MongoOperations):
             try:
                 doc = self.col.find_one_and_update(
                     query,
-                    self._claim_update(now, token, owner),
+                    self._claim_update(now, token, owner, reserve),
                     sort=[("priority", 1), ("run_at", 1), ("_id", 1)],
                     projection=NO_RECEIPTS,
                     return_document=ReturnDocument.AFTER,
@@ -220,7 +226,14 @@ class MongoJobQueue(MongoOperations):
         # would claim a second job; the lost one comes back through the reaper.
         return self._call("claim", claim, retry=False)
 
-    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
         now = self.now()
         claimed: list[JobHandle[Any]] = []
         skipped: list[ObjectId] = []
@@ -228,7 +241,8 @@ class MongoJobQueue(MongoOperations):
             query: dict[str, Any] = {"status": "pending", "type": type, "run_at": {"$lte": now}}
             if skipped:
                 query["_id"] = {"$nin": skipped}
-            handle, blocked = self._claim_one(query, now, lease_owner)
+            reserve = starting is not None and len(claimed) >= starting
+            handle, blocked = self._claim_one(query, now, lease_owner, reserve)
             if handle is not None:
                 claimed.append(handle)
                 continue
@@ -236,6 +250,18 @@ class MongoJobQueue(MongoOperations):
                 break
             skipped.append(self._blocked_candidate(query))
         return claimed
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        if not claims:
+            return
+        tokens = [token for _, token in claims]  # random per claim: the token alone fences
+        self._call(
+            "mark_started",
+            lambda: self.col.update_many(
+                {"status": "active", "claim_token": {"$in": tokens}},
+                {"$unset": {"reserved": ""}},
+            ),
+        )
 
     def _blocked_candidate(self, query: Mapping[str, Any]) -> ObjectId:
         """The job a claim just failed on (the first candidate in claim order)."""
@@ -391,6 +417,7 @@ class MongoJobQueue(MongoOperations):
         *,
         retry_at: datetime,
         logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
         oid = codec.parse_id(job_id)
         if oid is None:
@@ -408,7 +435,7 @@ class MongoJobQueue(MongoOperations):
             return self._call("fail", lambda: self._resolve_miss(oid, token, "fail"))
         if doc["attempts"] >= doc["max_attempts"]:
             update = self._terminal_update(
-                "failed", now, fail_reason=reason, failure_kind="retries-exhausted"
+                "failed", now, fail_reason=reason, failure_kind=exhausted
             )
             return self._fenced(job_id, token, "fail", "failed-terminal", update, logs)
         update = self._back_to_pending(now, run_at=retry_at, fail_reason=reason)

@@ -31,7 +31,8 @@ LIVE_SLOT = "live_slot"
 PENDING_SLOT = "pending_slot"
 ACTIVE_SLOT = "active_slot"
 SLOTS = (LIVE_SLOT, PENDING_SLOT, ACTIVE_SLOT)
-LEASE_FIELDS = ("claim_token", "heartbeat_at", "claimed_at", "lease_owner")
+LEASE_FIELDS = ("claim_token", "heartbeat_at", "claimed_at", "lease_owner", "reserved")
+"""Fields that hold only while a job is active (``reserved``: see :mod:`durabl.rules`)."""
 
 
 def pending_slot(scope: str) -> str:

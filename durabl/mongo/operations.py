@@ -15,6 +15,7 @@ from durabl.job import FAILURE_KINDS, STATUSES, FailureKind, Job, QueueStats, Re
 from durabl.mongo import codec
 from durabl.mongo.codec import SLOTS
 from durabl.mongo.store import NO_RECEIPTS, MongoStore
+from durabl.rules import STALLED_REASON, reap_decision
 
 
 class MongoOperations(MongoStore):
@@ -29,7 +30,14 @@ class MongoOperations(MongoStore):
             lambda: list(
                 self.col.find(
                     {"status": "active", "heartbeat_at": {"$lt": cutoff}},
-                    {"claim_token": 1, "attempts": 1, "max_attempts": 1, "type": 1},
+                    {
+                        "claim_token": 1,
+                        "attempts": 1,
+                        "max_attempts": 1,
+                        "type": 1,
+                        "reserved": 1,
+                        "unstarted_reaps": 1,
+                    },
                 )
                 .sort("heartbeat_at", 1)
                 .limit(limit)
@@ -57,17 +65,22 @@ class MongoOperations(MongoStore):
             "claim_token": doc.get("claim_token"),
             "heartbeat_at": {"$lt": cutoff},
         }
-        if doc["attempts"] >= doc["max_attempts"]:
+        decision = reap_decision(
+            doc["attempts"],
+            doc["max_attempts"],
+            reserved=bool(doc.get("reserved")),
+            unstarted_reaps=doc.get("unstarted_reaps", 0),
+        )
+        outcome = "recovered"
+        if decision == "stall":
             update = self._terminal_update(
-                "failed",
-                now,
-                failure_kind="stalled",
-                fail_reason="lease expired: the worker stopped heartbeating (crashed or hung)",
+                "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
             )
             outcome = "stalled"
         else:
             update = self._back_to_pending(now, run_at=now)
-            outcome = "recovered"
+            if decision == "refund":
+                update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
 
         def write() -> str | None:
             try:

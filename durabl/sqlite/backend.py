@@ -236,8 +236,9 @@ class SqliteJobQueue:
         limit: int,
         now: int,
         owner: str,
+        reserve: bool = False,
     ) -> list[JobHandle[Any]]:
-        rows = writes.claim(conn, candidates, params, limit, now, owner)
+        rows = writes.claim(conn, candidates, params, limit, now, owner, reserve)
         if not rows:
             return []
         logs = queries.load_logs(conn, [r["id"] for r in rows])
@@ -245,8 +246,16 @@ class SqliteJobQueue:
             handle_for(codec.to_job(r, logs.get(r["id"], ())), r["claim_token"], self) for r in rows
         ]
 
-    def claim(self, type: str, *, limit: int = 1, lease_owner: str = "") -> list[JobHandle[Any]]:
-        """Claim up to ``limit`` due jobs of ``type`` in one statement (one transaction)."""
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` due jobs of ``type`` in one transaction: one statement, or
+        two when some are read ahead (``starting`` < ``limit``)."""
         if limit <= 0:
             return []
         now = self._now_ms()
@@ -255,8 +264,32 @@ class SqliteJobQueue:
         params = {"type": type}
         return self._write(
             "claim",
-            lambda conn: self._claim_in(conn, writes.DUE_OF_TYPE, params, limit, now, lease_owner),
+            lambda conn: self._claim_due(conn, params, limit, now, lease_owner, starting),
         )
+
+    def _claim_due(
+        self,
+        conn: sqlite3.Connection,
+        params: dict[str, Any],
+        limit: int,
+        now: int,
+        owner: str,
+        starting: int | None,
+    ) -> list[JobHandle[Any]]:
+        first = limit if starting is None else min(starting, limit)
+        handles = (
+            self._claim_in(conn, writes.DUE_OF_TYPE, params, first, now, owner) if first else []
+        )
+        if len(handles) == first < limit:
+            ahead = limit - first
+            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, now, owner, True)
+        return handles
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        """One statement (one transaction) for every claim in ``claims``."""
+        if claims:
+            tokens = [token for _, token in claims]
+            self._write("mark_started", lambda conn: writes.mark_started(conn, tokens))
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
@@ -341,12 +374,13 @@ class SqliteJobQueue:
         *,
         retry_at: datetime,
         logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
         clipped = codec.clip_reason(reason)
         retry_ms = codec.to_ms(retry_at)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
-            return writes.fail(conn, params, clipped, retry_ms)
+            return writes.fail(conn, params, clipped, retry_ms, exhausted)
 
         return self._fenced("fail", job_id, token, logs, apply)
 
@@ -395,7 +429,8 @@ class SqliteJobQueue:
 
         def sweep(conn: sqlite3.Connection) -> ReapReport:
             stuck = conn.execute(
-                f"SELECT id, claim_token, attempts, max_attempts FROM {JOBS} "
+                "SELECT id, claim_token, attempts, max_attempts, reserved, unstarted_reaps "
+                f"FROM {JOBS} "
                 "INDEXED BY durabl_lease WHERE status = 'active' AND heartbeat_at < :cutoff "
                 "ORDER BY heartbeat_at, seq LIMIT :limit",
                 {**params, "limit": queries.sql_limit(limit)},

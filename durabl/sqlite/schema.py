@@ -104,11 +104,19 @@ def _add_done_token(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN done_token TEXT")
 
 
+def _add_reservations(conn: sqlite3.Connection) -> None:
+    """Claims read ahead of a free worker: ``reserved`` until the start of their handler is
+    recorded, and how often a job was reaped unstarted (see :mod:`durabl.rules`)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN unstarted_reaps INTEGER NOT NULL DEFAULT 0")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_done_token),
+    (3, _add_reservations),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -17,14 +17,15 @@ from durabl.backend import Completion, EnqueueResult
 from durabl.exceptions import DedupeScopeConflictError
 from durabl.job import TERMINAL_STATUSES, JobResult, LogEntry, ResultStatus
 from durabl.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.rules import STALLED_REASON, reap_decision
 from durabl.sqlite import codec
 from durabl.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
 
-STALLED_REASON = "lease expired: the worker stopped heartbeating (crashed or hung)"
-
 FENCE = "id = :id AND claim_token = :token AND status = 'active'"
 """The claim fence every write after a claim carries."""
-_CLEAR_LEASE = "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL"
+_CLEAR_LEASE = (
+    "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = 0"
+)
 TERMINAL = (
     "status = :status, updated_at = :now, finished_at = :now, "
     f"live_slot = NULL, pending_slot = NULL, active_slot = NULL, {_CLEAR_LEASE}"
@@ -42,7 +43,7 @@ _CLAIM = f"""
 UPDATE {JOBS}
 SET status = 'active', claim_token = lower(hex(randomblob(16))), attempts = attempts + 1,
     active_slot = pending_slot, pending_slot = NULL,
-    claimed_at = :now, heartbeat_at = :now, updated_at = :now, lease_owner = :owner
+    claimed_at = :now, heartbeat_at = :now, updated_at = :now, lease_owner = :owner{{reserve}}
 WHERE seq IN (
     SELECT c.seq FROM {JOBS} AS c {{index}}
     WHERE c.status = 'pending' AND {{candidates}}
@@ -170,11 +171,18 @@ def claim(
     limit: int,
     now: int,
     owner: str,
+    reserve: bool = False,
 ) -> list[sqlite3.Row]:
     """Claim up to ``limit`` jobs matching ``candidates`` (one of DUE_OF_TYPE, DUE_BY_KEY,
-    BY_ID) in one statement; the claimed rows (with ``claim_token``) in claim order."""
+    BY_ID) in one statement; the claimed rows (with ``claim_token``) in claim order.
+    ``reserve`` marks them claimed ahead of a free worker (see :mod:`durabl.rules`)."""
     rows = conn.execute(
-        _CLAIM.format(candidates=candidates, index=_ACCESS[candidates]),
+        _CLAIM.format(
+            candidates=candidates,
+            index=_ACCESS[candidates],
+            # A pending row is never reserved (leaving "active" clears it): only set it.
+            reserve=", reserved = 1" if reserve else "",
+        ),
         {**params, "now": now, "owner": owner, "limit": limit},
     ).fetchall()
     rows.sort(key=lambda r: (r["priority"], r["run_at"], r["seq"]))
@@ -286,18 +294,23 @@ def complete_many(
 
 
 def fail(
-    conn: sqlite3.Connection, params: dict[str, Any], reason: str, retry_at: int
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    reason: str,
+    retry_at: int,
+    exhausted: str = "retries-exhausted",
 ) -> ResultStatus | None:
-    """Retry at ``retry_at`` while attempts remain, else fail ``retries-exhausted``; the
-    attempt count is read under the write lock, so it cannot change in between."""
+    """Retry at ``retry_at`` while attempts remain, else fail with failure kind
+    ``exhausted``; the attempt count is read under the write lock, so it cannot change in
+    between."""
     row = conn.execute(
         f"SELECT attempts, max_attempts FROM {JOBS} WHERE {FENCE}", params
     ).fetchone()
     if row is None:
         return None
-    values = {**params, "reason": reason, "retry_at": retry_at}
+    values = {**params, "reason": reason, "retry_at": retry_at, "kind": exhausted}
     if row["attempts"] >= row["max_attempts"]:
-        extra = ", fail_reason = :reason, failure_kind = 'retries-exhausted'"
+        extra = ", fail_reason = :reason, failure_kind = :kind"
         return "failed-terminal" if set_terminal(conn, values, "failed", extra) else None
     extra = ", run_at = :retry_at, fail_reason = :reason"
     return to_pending_or_supersede(conn, values, extra, "retry-scheduled")
@@ -331,14 +344,36 @@ def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any])
     (``:cutoff``): ``stalled``, ``recovered``, ``superseded`` or None (it moved on)."""
     values = {**params, "id": row["id"], "token": row["claim_token"]}
     fence = f"{FENCE} AND heartbeat_at < :cutoff"
-    if row["attempts"] >= row["max_attempts"]:
+    decision = reap_decision(
+        row["attempts"],
+        row["max_attempts"],
+        reserved=bool(row["reserved"]),
+        unstarted_reaps=row["unstarted_reaps"],
+    )
+    if decision == "stall":
         values["reason"] = STALLED_REASON
         extra = ", fail_reason = :reason, failure_kind = 'stalled'"
         return "stalled" if set_terminal(conn, values, "failed", extra, fence) else None
-    moved = to_pending_or_supersede(conn, values, ", run_at = :now", "released", fence)
+    extra = ", run_at = :now"
+    if decision == "refund":
+        extra += ", attempts = attempts - 1, unstarted_reaps = unstarted_reaps + 1"
+    moved = to_pending_or_supersede(conn, values, extra, "released", fence)
     if moved is None:
         return None
     return "superseded" if moved == "superseded" else "recovered"
+
+
+def mark_started(conn: sqlite3.Connection, tokens: Sequence[str]) -> None:
+    """Record that the reserved claims holding ``tokens`` started their handlers (a claim
+    token is random per claim, so it alone fences the write)."""
+    for start in range(0, len(tokens), 500):
+        chunk = tuple(tokens[start : start + 500])
+        marks = ", ".join("?" * len(chunk))
+        conn.execute(
+            f"UPDATE {JOBS} SET reserved = 0 "
+            f"WHERE claim_token IN ({marks}) AND status = 'active' AND reserved = 1",
+            chunk,
+        )
 
 
 def retry(conn: sqlite3.Connection, job_id: str, now: int) -> bool:

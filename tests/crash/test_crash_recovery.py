@@ -264,3 +264,37 @@ def test_two_workers_and_a_producer_with_a_killed_and_restarted_worker(
     assert set(runs) | superseded == set(accepted), "every accepted job's work was done"
     # A job may run twice only if a killed worker ran it first (at-least-once), never else.
     assert {job_id for job_id, n in runs.items() if n > 1} <= killed_claims
+
+
+def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
+    url: str, tmp_path: Path, procs: list[Proc]
+) -> None:
+    queue = JobQueue(backend_from_url(url))
+    ids = [queue.enqueue("t", {"n": n}, max_attempts=1) or "" for n in range(3000)]
+    doomed = spawn(
+        procs, "worker", url, tmp_path / "a.log", "--concurrency", "2", "--work", "0.002"
+    )
+    wait_until(lambda: sum(ended(doomed.lines()).values()) >= 200, timeout=30, interval=0.01)
+    doomed.kill()
+    doomed.popen.wait(10)
+    lines = doomed.lines()
+    claimed = {line.split()[1] for line in lines if line.startswith("claimed ")}
+    started = Counter(line.split()[1] for line in lines if line.startswith("start "))
+    waiting = claimed - set(started)
+    assert waiting, "no claim was waiting for a worker when the process died: nothing tested"
+
+    backend = queue.backend
+
+    def recovered() -> bool:
+        backend.recover_stuck_jobs(VT)
+        return queue.get_stats().active == 0
+
+    wait_until(recovered, timeout=30, interval=0.1)
+    jobs = {job_id: queue.get_job(job_id) for job_id in ids}
+    for job_id, job in jobs.items():
+        assert job is not None, f"job {job_id} is lost"
+        assert job.attempts <= started[job_id], (job_id, job.status, job.attempts)
+        if job.status == "failed":
+            assert job.failure_kind == "stalled" and started[job_id], job_id
+    # Every read-ahead claim that never reached its handler is back, its attempt unused.
+    assert all(jobs[job_id].status == "pending" for job_id in waiting)  # type: ignore[union-attr]

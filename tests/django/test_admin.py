@@ -225,8 +225,9 @@ def test_overview_counts_per_type_with_totals(admin_client: Client, queue: JobQu
     email = re.search(r'<th scope="row">email</th>(.*?)</tr>', page, re.S)
     assert email is not None
     cells = re.findall(r"<td[^>]*>(?:<a [^>]*>)?([^<]*)", email.group(1))
-    # pending, active, completed, retries-exhausted, fatal, stalled, failed, superseded, lag
-    assert cells[:8] == ["1", "0", "0", "2", "1", "0", "3", "0"]
+    # pending, active, completed, retries-exhausted, fatal, stalled, interrupted, failed,
+    # superseded, lag
+    assert cells[:9] == ["1", "0", "0", "2", "1", "0", "0", "3", "0"]
     total = re.search(r"<tfoot>(.*?)</tfoot>", page, re.S)
     assert total is not None and "<td>Total</td>" in total.group(1)
     assert re.findall(r"<td[^>]*>(?:<a [^>]*>)?([^<]*)", total.group(1))[1] == "2"
