@@ -368,7 +368,7 @@ def scenario_retry(store: Store, report: Report, n: int) -> None:
             raise RuntimeError("first attempt fails on purpose")
 
     store.counter.reset()
-    with quiet("durabl.run"):
+    with quiet("durabl.runtime.run"):
         queue.process("bench-retry", flaky, concurrency=4, poll_interval=0.05)
         outcomes.wait_for("completed", n)
         counts = store.counter.snapshot()

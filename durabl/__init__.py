@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from durabl.abort import AbortSignal, JobAborted, JobContext
-from durabl.backend import Backend
-from durabl.clock import Seconds
-from durabl.exceptions import (
+from durabl.model.abort import AbortSignal, JobAborted, JobContext
+from durabl.model.clock import Seconds
+from durabl.model.exceptions import (
     BackendUnavailableError,
     DedupeScopeConflictError,
     DocumentTooLargeError,
@@ -18,8 +17,7 @@ from durabl.exceptions import (
     SchemaError,
     SchemaTooNewError,
 )
-from durabl.globals import create_job_queue, get_default_queue, global_queue, set_global_backend
-from durabl.job import (
+from durabl.model.job import (
     FAILURE_KINDS,
     STATUSES,
     FailureKind,
@@ -34,14 +32,21 @@ from durabl.job import (
     ReapReport,
     StartReaperResult,
 )
-from durabl.memory import DummyBackend, ImmediateBackend, MemoryBackend
-from durabl.mongo import MongoJobQueue
-from durabl.options import validate_enqueue
+from durabl.model.options import validate_enqueue
 from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
-from durabl.queue import JobQueue
-from durabl.run import Handler
-from durabl.sqlite import SqliteJobQueue
-from durabl.urls import backend_from_url
+from durabl.runtime.globals import (
+    create_job_queue,
+    get_default_queue,
+    global_queue,
+    set_global_backend,
+)
+from durabl.runtime.queue import JobQueue
+from durabl.runtime.run import Handler
+from durabl.stores.base import Backend
+from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
+from durabl.stores.mongo import MongoJobQueue
+from durabl.stores.sqlite import SqliteJobQueue
+from durabl.stores.urls import backend_from_url
 
 __version__ = "0.1.0.dev0"
 

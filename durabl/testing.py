@@ -11,10 +11,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
-from durabl.abort import JobContext
-from durabl.clock import Seconds, to_seconds
-from durabl.job import Job, JournalAppendResult, LogEntry
-from durabl.options import MAX_LOG_ENTRIES
+from durabl.model.abort import JobContext
+from durabl.model.clock import Seconds, to_seconds
+from durabl.model.job import Job, JournalAppendResult, LogEntry
+from durabl.model.options import MAX_LOG_ENTRIES
+from durabl.model.payload import check_payload
 from durabl.orchestrator import Body, OrchestrationContext, StepRecord
 from durabl.orchestrator.journal import (
     DEFAULT_MAX_JOURNAL_BYTES,
@@ -22,8 +23,7 @@ from durabl.orchestrator.journal import (
     journal_budget,
     portable,
 )
-from durabl.payload import check_payload
-from durabl.run import RunSignal, SuspendRun
+from durabl.runtime.run import RunSignal, SuspendRun
 
 __all__ = ["FakeClock", "OrchestrationHarness", "SimulatedCrash", "wait_until"]
 

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 
 import durabl_django
 from durabl import Job
-from durabl.job import FAILURE_KINDS, FailureKind
+from durabl.model.job import FAILURE_KINDS, FailureKind
 
 if TYPE_CHECKING:
     from durabl import JobQueue

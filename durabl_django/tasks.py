@@ -241,7 +241,7 @@ def task_result(
     if job.status == "failed" and not errors:  # stalled, or lost before it could log
         errors.append(
             TaskError(
-                exception_class_path="durabl.exceptions.DurablError",
+                exception_class_path="durabl.model.exceptions.DurablError",
                 traceback=job.fail_reason or f"job failed ({job.failure_kind})",
             )
         )

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import dateformat, timezone
 
 from durabl import Job, QueueStats
-from durabl.job import FAILURE_KINDS
+from durabl.model.job import FAILURE_KINDS
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     KIND_VAR,

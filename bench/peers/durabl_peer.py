@@ -49,7 +49,7 @@ def _open(path: Path | str) -> JobQueue:
 
 def _synchronous() -> str:
     """durabl's default, from ``SqliteJobQueue``'s signature (its connections run
-    ``PRAGMA synchronous = <synchronous>``, durabl/sqlite/connection.py)."""
+    ``PRAGMA synchronous = <synchronous>``, durabl/stores/sqlite/connection.py)."""
     from durabl import SqliteJobQueue
 
     default = inspect.signature(SqliteJobQueue).parameters["synchronous"].default

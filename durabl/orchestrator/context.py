@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NoReturn, Protocol, TypeVar, cast
 
-from durabl.abort import LEASE_LOST, AbortSignal, JobAborted
-from durabl.clock import Seconds, to_seconds
-from durabl.exceptions import JournalTooLarge, NondeterminismError
-from durabl.job import Job, JournalAppendResult
+from durabl.model.abort import LEASE_LOST, AbortSignal, JobAborted
+from durabl.model.clock import Seconds, to_seconds
+from durabl.model.exceptions import JournalTooLarge, NondeterminismError
+from durabl.model.job import Job, JournalAppendResult
 from durabl.orchestrator import journal as jr
-from durabl.run import RunSignal, SuspendRun
+from durabl.runtime.run import RunSignal, SuspendRun
 
 R = TypeVar("R")
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from durabl.clock import as_utc
-from durabl.exceptions import DurablError
-from durabl.job import Job, JournalRecord
-from durabl.memory_store import _portable
-from durabl.options import MAX_PAYLOAD_BYTES
-from durabl.payload import check_payload
+from durabl.model.clock import as_utc
+from durabl.model.exceptions import DurablError
+from durabl.model.job import Job, JournalRecord
+from durabl.model.options import MAX_PAYLOAD_BYTES
+from durabl.model.payload import check_payload
+from durabl.stores.memory.store import _portable
 
 STEP = "step"
 SLEEP = "sleep"
@@ -169,7 +169,7 @@ def job_weight(job: Job[Any]) -> int:
 def journal_budget(job: Job[Any], max_journal_bytes: int) -> int:
     """How large this job's journal may grow: the configured cap, and never so large that
     data and journal together leave no room for the logs and failure reason the job must
-    still be able to take (the payload budget of :mod:`durabl.options`)."""
+    still be able to take (the payload budget of :mod:`durabl.model.options`)."""
     return max(min(max_journal_bytes, MAX_PAYLOAD_BYTES - job_weight(job)), 0)
 
 

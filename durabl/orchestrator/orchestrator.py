@@ -16,23 +16,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from durabl.clock import Seconds, to_seconds
-from durabl.exceptions import DurablError, JournalTooLarge, NondeterminismError
-from durabl.job import JournalAppendResult
-from durabl.options import check_job_type
+from durabl.model.clock import Seconds, to_seconds
+from durabl.model.exceptions import DurablError, JournalTooLarge, NondeterminismError
+from durabl.model.job import JournalAppendResult
+from durabl.model.options import check_job_type
 from durabl.orchestrator.context import Body, HeartbeatStatus, OrchestrationContext
 from durabl.orchestrator.journal import (
     DEFAULT_MAX_JOURNAL_BYTES,
     StepResultError,
     journal_budget,
 )
-from durabl.run import ManagedHandler, ManagedRun
+from durabl.runtime.run import ManagedHandler, ManagedRun
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from durabl.backend import Backend
-    from durabl.queue import JobQueue
+    from durabl.runtime.queue import JobQueue
+    from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from durabl import MemoryBackend, MongoJobQueue
-from durabl.backend import Backend
-from durabl.job import Job, JobHandle
-from durabl.options import build_new_job
+from durabl.model.job import Job, JobHandle
+from durabl.model.options import build_new_job
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 
 VT = 30.0

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from durabl import JobQueue, QueueStats, validate_enqueue
-from durabl.backend import Backend
-from durabl.options import MAX_BACKOFF_DELAY, BackoffPolicy, build_new_job
+from durabl.model.options import MAX_BACKOFF_DELAY, BackoffPolicy, build_new_job
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, get
 

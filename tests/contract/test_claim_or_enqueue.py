@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from durabl import DedupeScopeConflictError
-from durabl.backend import Backend, InlineClaimResult
-from durabl.options import build_new_job
+from durabl.model.options import build_new_job
+from durabl.stores.base import Backend, InlineClaimResult
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue, enqueue_id, get
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue_id, get
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from durabl.backend import Backend, Completion
-from durabl.job import JobHandle, JobResult, LogEntry
+from durabl.model.job import JobHandle, JobResult, LogEntry
+from durabl.stores.base import Backend, Completion
 from durabl.testing import FakeClock
 from tests.contract.support import VT, claim_one, enqueue, enqueue_id, expire_leases, get
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from durabl import DedupeScopeConflictError
-from durabl.backend import Backend
-from durabl.options import build_new_job
+from durabl.model.options import build_new_job
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue, enqueue_id, get
 

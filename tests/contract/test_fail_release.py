@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from durabl.backend import Backend
-from durabl.job import JobResult
+from durabl.model.job import JobResult
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue, enqueue_id, get
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
-from durabl.backend import Backend
-from durabl.job import JobResult
+from durabl.model.job import JobResult
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, claim_one, enqueue_id, expire_leases, get
 

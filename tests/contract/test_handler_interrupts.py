@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durabl import Job, JobContext, JobEvent, JobQueue
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from durabl.backend import Backend
-from durabl.job import JobResult
+from durabl.model.job import JobResult
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, claim_one, enqueue_id, expire_leases, get, second_view
 

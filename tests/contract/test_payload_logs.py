@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from durabl import DocumentTooLargeError
-from durabl.backend import Backend
-from durabl.job import LogEntry
-from durabl.options import (
+from durabl.model.job import LogEntry
+from durabl.model.options import (
     MAX_DEDUPE_KEY_BYTES,
     MAX_FAIL_REASON_BYTES,
     MAX_LOG_ENTRIES,
@@ -20,7 +19,8 @@ from durabl.options import (
     MAX_TYPE_BYTES,
     build_new_job,
 )
-from durabl.payload import check_payload
+from durabl.model.payload import check_payload
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue_id, get
 

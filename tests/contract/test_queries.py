@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durabl import DedupeScopeConflictError
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import (
     VT,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from durabl.backend import Backend
-from durabl.rules import UNSTARTED_REAP_LIMIT
+from durabl.model.rules import UNSTARTED_REAP_LIMIT
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, enqueue_id, expire_leases, get
 

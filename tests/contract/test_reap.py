@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, claim_one, enqueue, enqueue_id, expire_leases, get
 

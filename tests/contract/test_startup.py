@@ -3,7 +3,7 @@ keeps dedupe working for every backend object over the same store."""
 
 from __future__ import annotations
 
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import (
     claim_one,

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from durabl import DedupeScopeConflictError
-from durabl.backend import Backend
-from durabl.job import Job, JobHandle, JobResult
-from durabl.options import build_new_job
+from durabl.model.job import Job, JobHandle, JobResult
+from durabl.model.options import build_new_job
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.conftest import cleanup_backend, make_backend
 

@@ -15,7 +15,7 @@ import pytest
 
 from durabl import JobQueue, backend_from_url
 
-pytest.importorskip("durabl.sqlite", reason="the SQLite backend is not available")
+pytest.importorskip("durabl.stores.sqlite", reason="the SQLite backend is not available")
 
 ROOT = Path(__file__).resolve().parents[2]
 VT = 1.0  # the workers' visibility timeout: a killed worker's job is back within ~1.5 s

@@ -24,7 +24,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from durabl import Job, JobContext, JobEvent, JobQueue, MongoJobQueue
-from durabl.mongo.changestream import PROJECTED_FIELDS, claimable_pipeline
+from durabl.stores.mongo.changestream import PROJECTED_FIELDS, claimable_pipeline
 from durabl.testing import wait_until
 from tests.conftest import _real_mongo, real_mongo_url
 

@@ -18,7 +18,7 @@ from durabl import (
     MongoJobQueue,
     QueueShutdownError,
 )
-from durabl.backend import Backend
+from durabl.stores.base import Backend
 from durabl.testing import wait_until
 from tests.conftest import cleanup_backend, make_backend
 

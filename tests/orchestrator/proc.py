@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from durabl import Job, JobQueue, Orchestrator, backend_from_url
-from durabl.abort import AbortSignal
+from durabl.model.abort import AbortSignal
 from durabl.orchestrator import OrchestrationContext, StepKeys
 
 STEPS = ("create-customer", "create-sub", "sync")

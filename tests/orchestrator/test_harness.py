@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from durabl import FatalJobError, Job, JournalTooLarge, NondeterminismError, NonRetryable
-from durabl.abort import AbortSignal, JobAborted
-from durabl.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, MAX_PAYLOAD_BYTES
+from durabl.model.abort import AbortSignal, JobAborted
+from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, MAX_PAYLOAD_BYTES
 from durabl.orchestrator import OrchestrationContext, StepKeys, StepResultError
 from durabl.testing import FakeClock, OrchestrationHarness
 

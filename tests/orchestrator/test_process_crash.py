@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from durabl import SqliteJobQueue
-from durabl.options import build_new_job
+from durabl.model.options import build_new_job
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,10 +18,10 @@ from durabl import (
     NonRetryable,
     Orchestrator,
 )
-from durabl.abort import AbortSignal
-from durabl.backend import Backend
+from durabl.model.abort import AbortSignal
 from durabl.orchestrator import OrchestrationContext, StepKeys
-from durabl.run import ManagedRun, SuspendRun
+from durabl.runtime.run import ManagedRun, SuspendRun
+from durabl.stores.base import Backend
 from durabl.testing import FakeClock, wait_until
 
 VT = 30.0

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend, Orchestrator
-from durabl.abort import LEASE_UNCONFIRMED, AbortSignal
+from durabl.model.abort import LEASE_UNCONFIRMED, AbortSignal
 from durabl.orchestrator import OrchestrationContext, StepKeys
-from durabl.run import ManagedHandler, ManagedRun, RunSignal, SuspendRun
+from durabl.runtime.run import ManagedHandler, ManagedRun, RunSignal, SuspendRun
 from durabl.testing import FakeClock
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from durabl.options import LATEST_INSTANT, MAX_BACKOFF_DELAY, BackoffPolicy
+from durabl.model.options import LATEST_INSTANT, MAX_BACKOFF_DELAY, BackoffPolicy
 
 NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from durabl import Job, JobContext, JobQueue, MemoryBackend, SqliteJobQueue
-from durabl.shutdown import DRAIN_GRACE
+from durabl.runtime.shutdown import DRAIN_GRACE
 
 TIMEOUT = 2.0
 SLACK = 0.5  # thread scheduling on a busy two-core machine

@@ -29,18 +29,18 @@ from pymongo.errors import (
 )
 
 from durabl import DurablError, JobEvent, JobQueue, MemoryBackend, MongoJobQueue
-from durabl.backend import PushListener, PushSource
-from durabl.clock import SYSTEM_CLOCK, Clock
-from durabl.job import PickupMode
-from durabl.mongo.changestream import (
+from durabl.model.clock import SYSTEM_CLOCK, Clock
+from durabl.model.job import PickupMode
+from durabl.model.options import DEFAULT_POLL_INTERVAL, build_new_job
+from durabl.stores.base import PushListener, PushSource
+from durabl.stores.mongo.changestream import (
     PROJECTED_FIELDS,
     PushSettings,
     TimerQueue,
     claimable_pipeline,
     classify,
 )
-from durabl.mongo.watcher import Watcher
-from durabl.options import DEFAULT_POLL_INTERVAL, build_new_job
+from durabl.stores.mongo.watcher import Watcher
 from durabl.testing import FakeClock, wait_until
 
 UTC = timezone.utc
@@ -516,7 +516,7 @@ def test_the_timer_budget_keeps_the_nearest_and_warns_once(
     rig.connect()
     start = rig.now
     seconds = [50, 10, 40, 30, 20, 60]
-    with caplog.at_level(logging.WARNING, logger="durabl.mongo.watcher"):
+    with caplog.at_level(logging.WARNING, logger="durabl.stores.mongo.watcher"):
         rig.factory.opened[0].script.extend(
             [insert("a", start + timedelta(seconds=s)) for s in seconds]
         )
@@ -703,7 +703,7 @@ def test_reconnects_back_off_then_fall_back_to_polling_and_say_so(
     )
     rig.connect()
     rig.step()  # the read fails
-    with caplog.at_level(logging.WARNING, logger="durabl.mongo.watcher"):
+    with caplog.at_level(logging.WARNING, logger="durabl.stores.mongo.watcher"):
         assert not rig.watcher.poll_once()  # five attempts, then give up
     assert len(rig.factory.calls) == 6  # the first open, then five reconnect attempts
     assert len(rig.sleeps) == 4  # backoff between the five attempts

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend, SqliteJobQueue
-from durabl.backend import Backend, Completion
-from durabl.completer import Completer
-from durabl.job import JobResult
-from durabl.run import Handler, ManagedRun
+from durabl.model.job import JobResult
+from durabl.runtime.completer import Completer
+from durabl.runtime.run import Handler, ManagedRun
+from durabl.stores.base import Backend, Completion
 from durabl.testing import FakeClock, wait_until
 
 VT = 30
@@ -354,7 +354,7 @@ def test_a_completion_that_cannot_be_written_is_logged_and_left_to_the_reaper(
     assert gate.entered.wait(5)
     second = claim_run(q, data={"n": 2})
     hand_over(second, completer)
-    with caplog.at_level(logging.ERROR, logger="durabl.run"):
+    with caplog.at_level(logging.ERROR, logger="durabl.runtime.run"):
         gate.release.set()
         assert first.done.wait(5) and second.done.wait(5)
     assert gate.sizes == [1, 1]  # the failed batch, then the second run's on its own
@@ -384,13 +384,13 @@ def test_every_run_of_a_failed_batch_is_logged_and_released_to_waiters(
     monkeypatch.setattr(q.backend, "complete_many", down)
     monkeypatch.setattr(q.backend, "complete", lambda *args, **kwargs: down([]))
     runs = [claim_run(q, data={"n": n}) for n in range(3)]
-    with caplog.at_level(logging.ERROR, logger="durabl.run"):
+    with caplog.at_level(logging.ERROR, logger="durabl.runtime.run"):
         for run in runs:
             hand_over(run, completer)
         assert completer.close(5)
     assert all(run.done.is_set() for run in runs)
     assert q.active_runs() == []
-    logged = [r.getMessage() for r in caplog.records if r.name == "durabl.run"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "durabl.runtime.run"]
     for run in runs:
         assert f"could not record the outcome of job {run.job_id};" in "\n".join(logged)
         assert status(q, run.job_id) == "active"

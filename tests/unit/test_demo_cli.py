@@ -15,7 +15,7 @@ import pytest
 
 from durabl import JobQueue, MongoJobQueue, QueueStats, backend_from_url
 from durabl.cli import main
-from durabl.demo import Progress, workload
+from durabl.cli.demo import Progress, workload
 
 
 def fresh_url() -> str:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from durabl import FatalJobError, Job, JobContext, JobEvent, JobQueue
-from durabl.abort import LEASE_LOST, LEASE_UNCONFIRMED
-from durabl.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
-from durabl.run import ManagedRun
+from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED
+from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
+from durabl.runtime.run import ManagedRun
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 
@@ -244,7 +244,7 @@ def test_process_validates_its_arguments(q: JobQueue) -> None:
 
 
 def test_a_reused_heartbeat_thread_serves_one_claim_at_a_time() -> None:
-    from durabl.heartbeat import HeartbeatThread
+    from durabl.runtime.heartbeat import HeartbeatThread
     from durabl.testing import wait_until
 
     q = JobQueue(make_mongomock_backend(), visibility_timeout=30)

@@ -10,8 +10,8 @@ import pytest
 from pymongo.errors import AutoReconnect, NotPrimaryError, ServerSelectionTimeoutError
 
 from durabl import BackendUnavailableError, DurablError, JobQueue, MongoJobQueue
-from durabl.mongo.indexes import INDEXES
-from durabl.options import build_new_job
+from durabl.model.options import build_new_job
+from durabl.stores.mongo.indexes import INDEXES
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 
@@ -202,8 +202,8 @@ def test_a_largest_job_still_fits_when_full_logs_and_a_long_reason_are_added() -
     """The size budget keeps room for the writes that end a job's life."""
     import bson
 
-    from durabl.job import LogEntry
-    from durabl.options import (
+    from durabl.model.job import LogEntry
+    from durabl.model.options import (
         MAX_DOCUMENT_BYTES,
         MAX_FAIL_REASON_BYTES,
         MAX_LOG_ENTRIES,

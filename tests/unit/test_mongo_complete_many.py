@@ -16,10 +16,10 @@ from pymongo import UpdateOne
 from pymongo.errors import AutoReconnect, BulkWriteError
 
 from durabl import DurablError, MongoJobQueue
-from durabl.backend import Completion
-from durabl.job import JobHandle, JobResult, LogEntry
-from durabl.mongo.bulk import MongomockUpdateOne, fenced_update
-from durabl.options import build_new_job
+from durabl.model.job import JobHandle, JobResult, LogEntry
+from durabl.model.options import build_new_job
+from durabl.stores.base import Completion
+from durabl.stores.mongo.bulk import MongomockUpdateOne, fenced_update
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 

@@ -11,7 +11,7 @@ import pytest
 from pymongo.errors import ConfigurationError
 
 from durabl import BackendUnavailableError, JobQueue, backend_from_url
-from durabl.mongo import factory
+from durabl.stores.mongo import factory
 
 # .invalid never resolves (RFC 2606). A short DNS lifetime bounds the wait on a machine
 # whose resolver does not answer at all.

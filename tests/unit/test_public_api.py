@@ -26,7 +26,7 @@ from durabl import (
     global_queue,
     set_global_backend,
 )
-from durabl import globals as durabl_globals
+from durabl.runtime import globals as durabl_globals
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 

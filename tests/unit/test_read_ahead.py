@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from durabl import JobQueue, MemoryBackend, SqliteJobQueue
-from durabl.backend import Backend
-from durabl.worker import MIN_READ_AHEAD, READ_AHEAD_LEASE_SHARE, READ_AHEAD_SECONDS
+from durabl.runtime.worker import MIN_READ_AHEAD, READ_AHEAD_LEASE_SHARE, READ_AHEAD_SECONDS
+from durabl.stores.base import Backend
 
 
 class CountingClaims:

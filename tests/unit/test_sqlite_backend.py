@@ -34,10 +34,10 @@ from durabl import (
     MongoJobQueue,
     SqliteJobQueue,
 )
-from durabl.job import JobResult
-from durabl.options import RECEIPTS_KEPT, build_new_job
-from durabl.payload import INT64_MAX, INT64_MIN
-from durabl.sqlite import codec, schema
+from durabl.model.job import JobResult
+from durabl.model.options import RECEIPTS_KEPT, build_new_job
+from durabl.model.payload import INT64_MAX, INT64_MIN
+from durabl.stores.sqlite import codec, schema
 from durabl.testing import FakeClock, wait_until
 from tests.conftest import make_mongomock_backend
 

@@ -12,7 +12,7 @@ import pytest
 
 import durabl
 from durabl import DurablError, JobQueue, SchemaError, SchemaTooNewError, SqliteJobQueue
-from durabl.sqlite import schema
+from durabl.stores.sqlite import schema
 
 
 def make_file(path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from durabl import JobQueue, SqliteJobQueue
-from durabl.sqlite.watch import IDLE_AFTER, IDLE_FACTOR, THREAD_NAME, ChangeWatcher
+from durabl.stores.sqlite.watch import IDLE_AFTER, IDLE_FACTOR, THREAD_NAME, ChangeWatcher
 from durabl.testing import wait_until
 from tests.unit.test_changestream import FakeListener
 

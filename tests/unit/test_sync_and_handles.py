@@ -8,8 +8,8 @@ import threading
 from datetime import datetime, timezone
 
 from durabl import Job, MemoryBackend
-from durabl.job import handle_for
-from durabl.sync import Flag
+from durabl.model.job import handle_for
+from durabl.model.sync import Flag
 
 
 def test_a_flag_set_before_anyone_waits_is_seen_at_once() -> None:

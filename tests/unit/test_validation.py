@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from durabl import DocumentTooLargeError, JobQueue
-from durabl.options import BackoffPolicy, clip_text
-from durabl.payload import check_payload
+from durabl.model.options import BackoffPolicy, clip_text
+from durabl.model.payload import check_payload
 from tests.conftest import make_mongomock_backend
 
 
@@ -135,7 +135,7 @@ def test_check_payload_names_the_bad_path() -> None:
 
 def test_payload_size_budget_is_the_same_for_every_store() -> None:
     from durabl import MemoryBackend
-    from durabl.options import MAX_PAYLOAD_BYTES
+    from durabl.model.options import MAX_PAYLOAD_BYTES
 
     too_big = {"blob": b"x" * MAX_PAYLOAD_BYTES}
     for backend in (make_mongomock_backend(), MemoryBackend()):

@@ -1,0 +1,232 @@
+"""The ``durabl`` command line: ``python -m durabl COMMAND``.
+
+Each subcommand is a ``configure_*`` function that adds its parser and sets ``run`` to a
+function ``(args) -> exit code``. Exit codes: 0 ok, 1 an error (one line on stderr, no
+traceback), 2 a usage error (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from durabl.model.exceptions import DurablError
+from durabl.model.options import DEFAULT_VISIBILITY_TIMEOUT
+from durabl.stores.urls import backend_from_url
+
+Command = Callable[[argparse.Namespace], int]
+URL_ENV = "DURABL_URL"
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+@contextmanager
+def library_logging(verbose: bool) -> Iterator[None]:
+    """Verbose: durabl's log lines on stderr. Otherwise quiet: the demo's failures are on
+    purpose and the summary reports them. The logger's level is restored afterwards."""
+    log = logging.getLogger("durabl")
+    previous = log.level
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    else:
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(previous)
+        if verbose:
+            log.removeHandler(handler)
+
+
+# -- demo -------------------------------------------------------------------------------------
+def configure_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from durabl.cli.demo import DEFAULT_DEMO_URL, DEFAULT_JOBS, DEFAULT_SECONDS
+
+    p = sub.add_parser(
+        "demo",
+        help="run a few hundred jobs through a queue, with live progress",
+        description="Enqueue a few hundred jobs of three types (dedupe, delays, priorities, "
+        "retries, fatal errors, a crashed worker recovered by the reaper), process them, "
+        "and print per-type stats. Exit 0 when every job ended, 1 on the time limit.",
+    )
+    p.add_argument("--url", default=DEFAULT_DEMO_URL, help="backend URL (default: %(default)s)")
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=DEFAULT_JOBS,
+        help="enqueue calls (default: %(default)s)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=positive_seconds,
+        default=DEFAULT_SECONDS,
+        help="time limit (default: %(default)g)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="print only the final report")
+    p.add_argument("-v", "--verbose", action="store_true", help="show durabl's log on stderr")
+    p.set_defaults(run=run_demo_command)
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    from durabl.cli.demo import run_demo
+
+    with library_logging(args.verbose):
+        return run_demo(
+            args.url,
+            jobs=args.jobs,
+            seconds=args.seconds,
+            progress=not args.no_progress,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
+
+
+# -- reap -------------------------------------------------------------------------------------
+def configure_reap(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "reap",
+        help="one recovery sweep over jobs whose worker stopped heartbeating",
+        description="Return jobs whose lease expired to pending (or fail them 'stalled' "
+        "when they have no attempts left), once, and report what was done.",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV),
+        required=URL_ENV not in os.environ,
+        help=f"backend URL (default: ${URL_ENV})",
+    )
+    p.add_argument(
+        "--visibility-timeout",
+        type=positive_seconds,
+        default=DEFAULT_VISIBILITY_TIMEOUT,
+        help="seconds without a heartbeat before a lease counts as expired "
+        "(default: %(default)g; use your workers' value)",
+    )
+    p.set_defaults(run=run_reap_command)
+
+
+def run_reap_command(args: argparse.Namespace) -> int:
+    backend = backend_from_url(args.url)
+    recovered = stalled = superseded = 0
+    try:
+        backend.startup()
+        while True:  # one sweep, in batches while they come back full
+            report = backend.reap(args.visibility_timeout)
+            recovered += report.recovered
+            stalled += report.stalled
+            superseded += report.superseded
+            if not report.saturated or not report.handled:
+                break
+    finally:
+        backend.close()
+    total = recovered + stalled + superseded
+    print(
+        f"reaped {total} job(s) with a lease older than {args.visibility_timeout:g} s: "
+        f"{recovered} pending again, {stalled} failed as stalled, {superseded} superseded"
+    )
+    return 0
+
+
+# -- lint-orchestrations ----------------------------------------------------------------------
+def configure_lint_orchestrations(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "lint-orchestrations",
+        help="flag calls in orchestration bodies whose results differ between runs",
+        description="Read the Python files given (directories are searched for *.py), find "
+        "the bodies registered with define(), and report direct calls in them that read "
+        "the clock, draw random numbers or ids, or do I/O outside an octx.step(...). "
+        "Exit 0 when clean, 1 on findings or unreadable files, 2 on a usage error.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a Python file or a directory")
+    p.set_defaults(run=run_lint_orchestrations)
+
+
+def run_lint_orchestrations(args: argparse.Namespace) -> int:
+    from durabl.orchestrator.lint import count_bodies, lint_source, python_files
+
+    try:
+        files = list(python_files(args.paths))
+    except FileNotFoundError as exc:
+        print(
+            f"durabl lint-orchestrations: error: no such file or directory: {exc}", file=sys.stderr
+        )
+        return 2
+    findings = bodies = 0
+    broken = False
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            found = lint_source(source, path)
+            bodies += count_bodies(source)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+            print(f"{path}: cannot check: {one_line(exc)}", file=sys.stderr)
+            broken = True
+            continue
+        for finding in found:
+            print(finding)
+        findings += len(found)
+    summary = f"{findings} finding(s) in {bodies} orchestration body(ies), {len(files)} file(s)"
+    print(summary, file=sys.stderr if findings else sys.stdout)
+    return 1 if findings or broken else 0
+
+
+# -- main -------------------------------------------------------------------------------------
+COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
+    configure_demo,
+    configure_reap,
+    configure_lint_orchestrations,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="durabl", description="durabl: a durable job queue.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for configure in COMMANDS:
+        configure(sub)
+    return parser
+
+
+def one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 on a usage error, 0 after --help
+        return exc.code if isinstance(exc.code, int) else 2
+    run: Command = args.run
+    try:
+        return run(args)
+    except (DurablError, ValueError) as exc:
+        print(f"durabl {args.command}: error: {one_line(exc)}", file=sys.stderr)
+        return 1

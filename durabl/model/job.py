@@ -1,0 +1,282 @@
+"""Data types: jobs, handles, lifecycle results, stats and events. Pure: no I/O."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from durabl.stores.base import Backend
+
+T = TypeVar("T")
+
+JobStatus = Literal["pending", "active", "completed", "failed", "superseded"]
+TerminalStatus = Literal["completed", "failed", "superseded"]
+FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted"]
+DedupeScope = Literal["pending+active", "pending"]
+BackoffKind = Literal["exponential", "fixed"]
+
+STATUSES: tuple[JobStatus, ...] = ("pending", "active", "completed", "failed", "superseded")
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded")
+FAILURE_KINDS: tuple[FailureKind, ...] = ("retries-exhausted", "fatal", "stalled", "interrupted")
+DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
+
+ResultStatus = Literal[
+    "completed",
+    "retry-scheduled",
+    "failed-terminal",
+    "superseded",
+    "released",
+    "already-terminal",
+    "lease-lost",
+    "not-found",
+]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One line a handler logged, with the instant it was logged."""
+
+    at: datetime
+    message: str
+
+
+JournalRecord = Mapping[str, Any]
+"""One entry of an orchestration journal: a dict of portable values (see
+:mod:`durabl.model.payload`). Stores keep entries opaque and in order; :mod:`durabl.orchestrator`
+gives them meaning."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(Generic[T]):
+    """A snapshot of one stored job."""
+
+    id: str
+    type: str
+    data: T
+    status: JobStatus
+    priority: int = 0
+    run_at: datetime
+    attempts: int = 0
+    max_attempts: int = 3
+    dedupe_key: str | None = None
+    dedupe_scope: DedupeScope | None = None
+    created_at: datetime
+    updated_at: datetime
+    fail_reason: str | None = None
+    failure_kind: FailureKind | None = None
+    logs: tuple[LogEntry, ...] = ()
+    backoff: BackoffKind = "exponential"
+    backoff_delay: float = 1.0
+    backoff_max_delay: float = 300.0
+    #: The orchestration journal stored on the job, in append order (empty for plain jobs).
+    journal: tuple[JournalRecord, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a lifecycle write did: ``.status``, and ``.terminal_status`` for already-terminal."""
+
+    status: ResultStatus
+    terminal_status: TerminalStatus | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return self.status == other
+        if isinstance(other, JobResult):
+            return (self.status, self.terminal_status) == (other.status, other.terminal_status)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.status, self.terminal_status))
+
+
+# Per-operation names for readers of the API; all are JobResult.
+CompleteJobResult = JobResult
+FailJobResult = JobResult
+FailFatalJobResult = JobResult
+ReleaseJobResult = JobResult
+HeartbeatResult = Literal["applied", "lease-lost"]
+JournalAppendResult = Literal["applied", "lease-lost"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobHandle(Job[T]):
+    """A claimed job (``status == "active"``) with its low-level lifecycle methods.
+
+    Application code passes a handle to :meth:`JobQueue.run_claimed`; the methods here are
+    for backend integration and migrations. Every write is fenced by the claim token.
+    """
+
+    claim_token: str = field(repr=False)
+    backend: Backend = field(repr=False, compare=False)
+    _log_buffer: list[LogEntry] = field(default_factory=list, repr=False, compare=False)
+    # The snapshot this handle was made from (not an init argument, so a
+    # dataclasses.replace() copy rebuilds its own).
+    _job: Job[T] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def as_job(self) -> Job[T]:
+        """The plain job, without lifecycle methods (what handlers receive)."""
+        if self._job is not None:
+            return self._job  # the snapshot the handle was made from: equal, and frozen
+        return Job(**{name: getattr(self, name) for name in _job_fields()})
+
+    def log(self, message: str) -> None:
+        """Buffer a log line; it is stored with the next heartbeat or lifecycle write."""
+        self._log_buffer.append(LogEntry(self.backend.now(), str(message)))
+
+    def _take_logs(self) -> list[LogEntry]:
+        logs = list(self._log_buffer)
+        del self._log_buffer[: len(logs)]
+        return logs
+
+    def heartbeat(self) -> HeartbeatResult:
+        return self.backend.heartbeat(self.id, self.claim_token, logs=self._take_logs())
+
+    def complete(self) -> JobResult:
+        return self.backend.complete(self.id, self.claim_token, logs=self._take_logs())
+
+    def fail(self, reason: str, *, retry_at: datetime | None = None) -> JobResult:
+        from durabl.model.options import BackoffPolicy
+
+        if retry_at is None:
+            retry_at = BackoffPolicy.for_job(self).next_run_at(self.attempts, self.backend.now())
+        return self.backend.fail(
+            self.id, self.claim_token, reason, retry_at=retry_at, logs=self._take_logs()
+        )
+
+    def fail_fatal(self, reason: str) -> JobResult:
+        return self.backend.fail_fatal(self.id, self.claim_token, reason, logs=self._take_logs())
+
+    def release(self, *, timeout: float | None = None, run_at: datetime | None = None) -> JobResult:
+        return self.backend.release(
+            self.id, self.claim_token, logs=self._take_logs(), timeout=timeout, run_at=run_at
+        )
+
+    def append_journal(
+        self, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        return self.backend.append_journal(self.id, self.claim_token, records, position=position)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A point-in-time gauge of one type (or of every type)."""
+
+    pending: int = 0
+    active: int = 0
+    completed: int = 0
+    failed: int = 0
+    superseded: int = 0
+    oldest_pending_run_at: datetime | None = None
+    oldest_pending_lag: float = 0.0
+    failed_by_kind: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    """What one reaper sweep did."""
+
+    recovered: int = 0
+    stalled: int = 0
+    superseded: int = 0
+    saturated: bool = False
+    job_ids: tuple[str, ...] = ()
+
+    @property
+    def handled(self) -> int:
+        return self.recovered + self.stalled + self.superseded
+
+
+@dataclass(frozen=True)
+class StartReaperResult:
+    status: Literal["started", "already-running"]
+    recovered: int | None = None
+
+
+EventKind = Literal[
+    "claimed",
+    "completed",
+    "failed",
+    "superseded",
+    "fail-fatal",
+    "lease-lost",
+    "reaper-recovered",
+    "reaper-error",
+    "shutdown-released",
+    "suspended",
+    "changestream-connected",
+    "changestream-error",
+    "changestream-fallback",
+    "changestream-closed",
+]
+
+PickupMode = Literal["push", "poll"]
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """What :meth:`JobQueue.is_healthy` reports. Truthy when ``healthy``.
+
+    ``healthy`` is True until shutdown starts; it is not a database probe. ``pickup`` says
+    how this process learns about new jobs: ``"push"`` while a change stream is connected,
+    else ``"poll"``; ``reason`` says why, in words for people (not an API).
+    """
+
+    healthy: bool
+    pickup: PickupMode
+    reason: str
+    processing: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.healthy
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing that happened, for metrics. Fields beyond kind/type/job_id depend on kind."""
+
+    kind: str
+    type: str | None = None
+    job_id: str | None = None
+    duration: float | None = None
+    terminal: bool | None = None
+    op: str | None = None
+    handled: int | None = None
+    saturated: bool | None = None
+    error: BaseException | None = None
+    attempt: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def job_from_fields(values: dict[str, Any]) -> Job[Any]:
+    """A :class:`Job` from a dict holding every one of its fields, built without the frozen
+    dataclass ``__init__`` (which sets each field through ``object.__setattr__``): stores
+    build one for every job they claim or read."""
+    job: Job[Any] = object.__new__(Job)
+    job.__dict__.update(values)
+    return job
+
+
+def handle_for(job: Job[T], claim_token: str, backend: Backend) -> JobHandle[T]:
+    """A handle on a job that ``backend`` claimed with ``claim_token``."""
+    if type(job) is Job:
+        # Made for every claim: copy the snapshot's fields at once rather than one keyword
+        # argument each (both classes are plain frozen dataclasses, no __post_init__).
+        handle: JobHandle[T] = object.__new__(JobHandle)
+        handle.__dict__.update(
+            job.__dict__, claim_token=claim_token, backend=backend, _log_buffer=[], _job=job
+        )
+        return handle
+    values = {name: getattr(job, name) for name in _job_fields()}
+    return JobHandle(**values, claim_token=claim_token, backend=backend)
+
+
+@functools.cache
+def _job_fields() -> tuple[str, ...]:
+    """The names of Job's fields, looked up once (handles are made for every claim)."""
+    return tuple(f.name for f in fields(Job))

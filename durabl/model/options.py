@@ -1,0 +1,280 @@
+"""Enqueue options: validation and every default in one place. Pure: no I/O."""
+
+from __future__ import annotations
+
+import math
+import random
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from durabl.model.clock import Seconds, to_seconds
+from durabl.model.exceptions import DocumentTooLargeError
+from durabl.model.job import (
+    DEDUPE_SCOPES,
+    BackoffKind,
+    DedupeScope,
+    Job,
+)
+from durabl.model.payload import check_payload
+
+DEFAULT_PRIORITY = 0
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_DEDUPE_SCOPE: DedupeScope = "pending+active"
+DEFAULT_BACKOFF: BackoffKind = "exponential"
+DEFAULT_BACKOFF_DELAY = 1.0
+DEFAULT_BACKOFF_MAX_DELAY = 300.0
+MAX_BACKOFF_DELAY = 365 * 24 * 3600.0
+"""The longest ``backoff_delay`` or ``backoff_max_delay`` accepted (one year, in seconds):
+a wait longer than that is a mistake, not a policy. Jobs stored with more are retried as if
+they had asked for this much."""
+LATEST_INSTANT = datetime.max.replace(tzinfo=timezone.utc)
+"""The last instant a datetime can hold: a ``delay`` that lands later is refused, and a
+retry time that would is put here."""
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+DEFAULT_POLL_INTERVAL = 5.0
+PUSH_SAFETY_POLL_INTERVAL = 60.0
+DEFAULT_MAX_DRAINS = 10
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+RELEASE_WRITE_TIMEOUT = 1.0
+MAX_LOG_ENTRIES = 1000
+MAX_LOG_MESSAGE_BYTES = 2048
+MAX_FAIL_REASON_BYTES = 16 * 1024
+RECEIPTS_KEPT = 16
+# MongoDB's document limit, less room kept free in every job so that a full log, the
+# longest failure reason and the receipts still fit when the job is marked failed. Every
+# store applies the same budget, so a payload accepted by one is accepted by all.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+_LOG_ENTRY_OVERHEAD = 64
+LOG_BUDGET = MAX_LOG_ENTRIES * (MAX_LOG_MESSAGE_BYTES + _LOG_ENTRY_OVERHEAD)
+HEADROOM = LOG_BUDGET + MAX_FAIL_REASON_BYTES + RECEIPTS_KEPT * 128 + 64 * 1024
+MAX_JOB_DOCUMENT = MAX_DOCUMENT_BYTES - HEADROOM
+MAX_PAYLOAD_BYTES = MAX_JOB_DOCUMENT - 8 * 1024  # the job's own fields take the rest
+BACKOFF_JITTER = 0.1  # up to +10 % of the computed delay, never past the cap
+COALESCE_MODES = ("latest",)
+BACKOFF_KINDS: tuple[BackoffKind, ...] = ("exponential", "fixed")
+MAX_PRIORITY = 2**31 - 1
+MAX_TYPE_BYTES = 255
+MAX_DEDUPE_KEY_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    kind: BackoffKind = DEFAULT_BACKOFF
+    delay: float = DEFAULT_BACKOFF_DELAY
+    max_delay: float = DEFAULT_BACKOFF_MAX_DELAY
+
+    @classmethod
+    def for_job(cls, job: Job[Any]) -> BackoffPolicy:
+        return cls(job.backoff, job.backoff_delay, job.backoff_max_delay)
+
+    def delay_for(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before the next try after ``attempt`` (1-based) failed.
+
+        Never more than :data:`MAX_BACKOFF_DELAY`, whatever the job holds: a job stored
+        before enqueue refused such values must still fail and retry cleanly."""
+        delay = _clamp_backoff(self.delay)
+        max_delay = _clamp_backoff(self.max_delay)
+        if self.kind == "fixed":
+            base = delay
+        else:
+            exponent = max(attempt - 1, 0)
+            # Avoid float overflow for absurd attempt counts: the cap wins long before.
+            base = max_delay if exponent > 60 else delay * 2**exponent
+            base = min(base, max_delay)
+            base = min(base + base * BACKOFF_JITTER * rand(), max_delay)
+        return base
+
+    def next_run_at(
+        self, attempt: int, now: datetime, rand: Callable[[], float] = random.random
+    ) -> datetime:
+        try:
+            return now + timedelta(seconds=self.delay_for(attempt, rand))
+        except OverflowError:  # only a clock within a year of the year 9999 gets here
+            return LATEST_INSTANT
+
+
+def _clamp_backoff(seconds: float) -> float:
+    """A stored backoff duration within ``[0, MAX_BACKOFF_DELAY]`` (NaN counts as the most)."""
+    if math.isnan(seconds):
+        return MAX_BACKOFF_DELAY
+    return min(max(seconds, 0.0), MAX_BACKOFF_DELAY)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated enqueue request, ready for a backend to store."""
+
+    type: str
+    data: Any
+    priority: int
+    run_at: datetime | None  # None: due now, at the store's clock
+    max_attempts: int
+    dedupe_key: str | None
+    dedupe_scope: DedupeScope
+    coalesce: str | None
+    backoff: BackoffPolicy
+
+    @property
+    def scope_for_store(self) -> DedupeScope | None:
+        return self.dedupe_scope if self.dedupe_key is not None else None
+
+
+def check_payload_size(type: str, size: int) -> None:
+    if size > MAX_PAYLOAD_BYTES:
+        raise DocumentTooLargeError(
+            f"job of type {type!r} carries {size} bytes of data; a job may carry at most "
+            f"{MAX_PAYLOAD_BYTES} bytes, its type and dedupe key included (MongoDB's 16 MB "
+            "document limit less room for logs and the failure reason). Store large data "
+            "elsewhere and enqueue a reference."
+        )
+
+
+def check_job_type(type: str) -> str:
+    if not isinstance(type, str) or not type:
+        raise ValueError(f"job type must be a non-empty string, got {type!r}")
+    if type.isspace():
+        raise ValueError(f"job type must not be only whitespace, got {type!r}")
+    if any(unicodedata.category(char) == "Cc" for char in type):
+        # Types name threads, log lines and admin pages; NUL is also refused by some stores.
+        raise ValueError(
+            f"job type must not contain control characters (NUL, tab, newline, ...), "
+            f"got {type[:40]!r}"
+        )
+    if len(type.encode("utf-8", "replace")) > MAX_TYPE_BYTES:
+        raise ValueError(f"job type must be at most {MAX_TYPE_BYTES} bytes, got {type[:40]!r}...")
+    return type
+
+
+def check_dedupe_key(dedupe_key: str) -> str:
+    if not isinstance(dedupe_key, str) or not dedupe_key:
+        raise ValueError(f"dedupe_key must be a non-empty string, got {dedupe_key!r}")
+    if dedupe_key.isspace():
+        raise ValueError(f"dedupe_key must not be only whitespace, got {dedupe_key!r}")
+    if "\x00" in dedupe_key:
+        # Not every store can hold NUL in a text column (PostgreSQL refuses it).
+        raise ValueError(f"dedupe_key must not contain NUL characters, got {dedupe_key[:40]!r}")
+    if len(dedupe_key.encode("utf-8", "replace")) > MAX_DEDUPE_KEY_BYTES:
+        raise ValueError(f"dedupe_key must be at most {MAX_DEDUPE_KEY_BYTES} bytes")
+    return dedupe_key
+
+
+def _backoff_seconds(value: Seconds, name: str) -> float:
+    seconds = to_seconds(value, name)
+    if seconds > MAX_BACKOFF_DELAY:
+        raise ValueError(
+            f"{name} must be at most {MAX_BACKOFF_DELAY:g} seconds (one year), got {value!r}"
+        )
+    return seconds
+
+
+def build_new_job(
+    type: str,
+    data: Any,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    delay: Seconds = 0,
+    run_at: datetime | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    dedupe_key: str | None = None,
+    dedupe_scope: str = DEFAULT_DEDUPE_SCOPE,
+    coalesce: str | None = None,
+    backoff: str = DEFAULT_BACKOFF,
+    backoff_delay: Seconds = DEFAULT_BACKOFF_DELAY,
+    backoff_max_delay: Seconds = DEFAULT_BACKOFF_MAX_DELAY,
+    now: datetime | None = None,
+) -> NewJob:
+    """Validate every enqueue option; raise before anything is written.
+
+    ``TypeError`` for a payload the stores cannot hold, ``ValueError`` for a bad option.
+    ``now`` is needed only to turn ``delay`` into an instant.
+    """
+    check_job_type(type)
+    size = check_payload(data)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority must be an int, got {priority!r}")
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must fit in 32 bits, got {priority!r}")
+    delay_s = to_seconds(delay, "delay")
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise ValueError(f"run_at must be a datetime, got {run_at!r}")
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise ValueError(
+                "run_at must be timezone-aware (for example datetime.now(timezone.utc))"
+            )
+        if delay_s:
+            raise ValueError("pass either delay or run_at, not both")
+        try:
+            run_at = run_at.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError(f"run_at {run_at!r} is outside the range of UTC datetimes") from None
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    if dedupe_key is not None:
+        check_dedupe_key(dedupe_key)
+        size += 2 * len(dedupe_key.encode("utf-8", "replace"))  # the key and its slot
+    check_payload_size(type, size + len(type.encode("utf-8", "replace")))
+    if dedupe_scope not in DEDUPE_SCOPES:
+        raise ValueError(f"dedupe_scope must be one of {DEDUPE_SCOPES}, got {dedupe_scope!r}")
+    if coalesce is not None:
+        if coalesce not in COALESCE_MODES:
+            raise ValueError(f"coalesce must be None or 'latest', got {coalesce!r}")
+        if dedupe_key is None:
+            raise ValueError("coalesce='latest' needs a dedupe_key to know what to coalesce with")
+    if backoff not in BACKOFF_KINDS:
+        raise ValueError(f"backoff must be one of {BACKOFF_KINDS}, got {backoff!r}")
+    policy = BackoffPolicy(
+        backoff,
+        _backoff_seconds(backoff_delay, "backoff_delay"),
+        _backoff_seconds(backoff_max_delay, "backoff_max_delay"),
+    )
+    if policy.kind == "exponential" and policy.max_delay < policy.delay:
+        # (A fixed backoff waits backoff_delay and ignores the cap.)
+        raise ValueError(
+            f"backoff_max_delay ({backoff_max_delay!r}) must not be less than backoff_delay "
+            f"({backoff_delay!r})"
+        )
+    if delay_s:
+        if now is None:
+            raise ValueError("delay needs a clock")  # programming error inside durabl
+        try:
+            run_at = now + timedelta(seconds=delay_s)
+        except OverflowError:
+            raise ValueError(
+                f"delay={delay!r} is too far in the future: the job would be due "
+                f"after {LATEST_INSTANT:%Y-%m-%d}, the last day a datetime can hold"
+            ) from None
+    return NewJob(
+        type=type,
+        data=data,
+        priority=priority,
+        run_at=run_at,
+        max_attempts=max_attempts,
+        dedupe_key=dedupe_key,
+        dedupe_scope=dedupe_scope,
+        coalesce=coalesce,
+        backoff=policy,
+    )
+
+
+def clip_text(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, marked when cut."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= max_bytes:
+        return text
+    marker = "… [truncated]"
+    keep = max(max_bytes - len(marker.encode("utf-8")), 0)
+    return raw[:keep].decode("utf-8", "ignore") + marker
+
+
+def validate_enqueue(type: str, data: Any, **options: Any) -> None:
+    """Check a job and its enqueue options as ``JobQueue.enqueue`` would, writing nothing:
+    ``TypeError`` for a payload no store can hold, ``ValueError`` for a bad option,
+    ``DocumentTooLargeError`` over the size budget. For callers that enqueue later (for
+    example after a database transaction commits) and want errors at the call site."""
+    from durabl.model.clock import SYSTEM_CLOCK
+
+    build_new_job(type, data, now=SYSTEM_CLOCK.now(), **options)

@@ -1,0 +1,206 @@
+"""One claim's heartbeat: :meth:`Heartbeat.beat` is one renewal; a named thread repeats it.
+
+Each running claim has its own heartbeat thread. A worker thread keeps one
+:class:`HeartbeatThread` for the claims it runs one after another, so a short job does not
+pay for starting and joining a thread; a run outside a worker pool starts its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, JobContext
+from durabl.model.clock import Clock
+from durabl.model.sync import Flag
+from durabl.stores.base import Backend
+
+logger = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Renews one lease every ``interval`` seconds until stopped.
+
+    A confirmed renewal moves the run's local deadline to (time the renewal was sent +
+    ``visibility_timeout``). A ``lease-lost`` answer aborts the run at once; errors leave
+    the deadline where it is, so the run aborts when it passes unconfirmed.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        job_id: str,
+        token: str,
+        *,
+        signal: AbortSignal,
+        ctx: JobContext,
+        clock: Clock,
+        interval: float,
+        visibility_timeout: float,
+        on_lease_lost: Callable[[], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.job_id = job_id
+        self.token = token
+        self.signal = signal
+        self.ctx = ctx
+        self.clock = clock
+        self.interval = interval
+        self.visibility_timeout = visibility_timeout
+        self.on_lease_lost = on_lease_lost
+        self.beats = 0
+        self._stop = Flag()
+        self._thread: threading.Thread | None = None
+        self._host: HeartbeatThread | None = None
+        self._due = 0.0
+
+    def beat(self) -> str | None:
+        """One renewal. Returns "applied", "lease-lost", or None after an error."""
+        sent_at = self.clock.monotonic()
+        logs = self.ctx._take_logs()
+        try:
+            result = self.backend.heartbeat(self.job_id, self.token, logs=logs)
+        except Exception:
+            self.ctx._requeue_logs(logs)
+            logger.warning(
+                "heartbeat failed for job %s",
+                self.job_id,
+                exc_info=True,
+                extra={"job_id": self.job_id},
+            )
+            return None
+        self.beats += 1
+        if result == "applied":
+            self.signal.extend(sent_at + self.visibility_timeout)
+        elif self.signal.abort(LEASE_LOST) and self.on_lease_lost is not None:
+            self.on_lease_lost()
+        return result
+
+    def start(self, host: HeartbeatThread | None = None) -> None:
+        """Start renewing: on ``host`` (a worker's reusable heartbeat thread) or on a
+        thread of its own."""
+        self._due = self.clock.monotonic() + self.interval
+        if host is not None:
+            self._host = host
+            host.serve(self)
+            return
+        self._thread = threading.Thread(
+            target=self._run, name=f"durabl-heartbeat-{self.job_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._next_wait()):
+            if not self._tick():
+                return
+
+    def _tick(self) -> bool:
+        """What to do when a wait ends: renew if due. False once renewing is over."""
+        if self.signal.aborted:
+            # Lease trouble is reported; shutdown and a run's own limits are not.
+            lost = self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
+            if self.on_lease_lost is not None and lost:
+                self.on_lease_lost()
+            return False
+        if self.signal.deadline is not None and self.clock.monotonic() < self._due:
+            return True
+        self._due = self.clock.monotonic() + self.interval
+        return self.beat() != "lease-lost"
+
+    def _next_wait(self) -> float:
+        """Sleep until the next renewal, but wake by the lease deadline to notice it."""
+        now = self.clock.monotonic()
+        wait = self._due - now
+        deadline = self.signal.deadline
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        limit: float | None = getattr(self.signal, "limit", None)  # a RunSignal's limit
+        if limit is not None:
+            wait = min(wait, limit - now)
+        return max(wait, 0.01)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop renewing and join the thread, or leave the host thread (bounded: a renewal
+        in flight may hang)."""
+        self._stop.set()
+        if self._host is not None:
+            self._host.leave(self, timeout)
+            return
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+class HeartbeatThread:
+    """A named heartbeat thread that serves one claim at a time, reused across the claims
+    a worker runs in turn. :meth:`leave` returns only once the thread no longer touches
+    that claim, so a stopped heartbeat is as finished as a joined thread.
+
+    Taking a claim on or off does not wake the thread: when idle it looks every
+    ``interval`` seconds, so a claim's first renewal comes between one and two intervals
+    after it started (a lease lasts three) and a short job costs the thread nothing.
+    """
+
+    def __init__(self, name: str, interval: float) -> None:
+        self.name = name
+        self.interval = interval
+        self._cond = threading.Condition()
+        self._current: Heartbeat | None = None
+        self._busy: Heartbeat | None = None
+        self._changes = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def serve(self, heartbeat: Heartbeat) -> None:
+        with self._cond:
+            self._current = heartbeat
+            self._changes += 1
+
+    def leave(self, heartbeat: Heartbeat, timeout: float | None) -> None:
+        with self._cond:
+            if self._current is heartbeat:
+                self._current = None
+                self._changes += 1
+            if self._busy is heartbeat:  # a renewal in flight: wait for it to end
+                self._cond.wait_for(lambda: self._busy is not heartbeat, timeout)
+
+    def _loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                heartbeat = self._current
+                if heartbeat is None:
+                    self._cond.wait(self.interval)
+                    continue
+                wait = heartbeat._next_wait()
+                if wait > 0.01:
+                    seen = self._changes
+                    self._cond.wait(min(wait, self.interval))
+                    if self._changes != seen or self._current is not heartbeat:
+                        continue  # reassigned, left or closed while waiting
+                    if heartbeat._next_wait() > 0.01:
+                        continue
+                self._busy = heartbeat
+                self._cond.release()
+                try:
+                    keep = heartbeat._tick()
+                except Exception:
+                    logger.exception("heartbeat of job %s failed", heartbeat.job_id)
+                    keep = True
+                finally:
+                    self._cond.acquire()
+                    self._busy = None
+                    self._cond.notify_all()
+                if not keep and self._current is heartbeat:
+                    self._current = None
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()

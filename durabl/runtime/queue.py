@@ -1,0 +1,598 @@
+"""JobQueue: the front of durabl. Enqueue anywhere; process where intended."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from datetime import datetime
+from typing import Any
+
+from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
+from durabl.model.exceptions import QueueShutdownError
+from durabl.model.job import (
+    FailureKind,
+    Job,
+    JobEvent,
+    JobHandle,
+    PickupMode,
+    QueueHealth,
+    QueueStats,
+    ReapReport,
+    StartReaperResult,
+)
+from durabl.model.options import (
+    DEFAULT_MAX_DRAINS,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_VISIBILITY_TIMEOUT,
+    build_new_job,
+    check_job_type,
+)
+from durabl.runtime.reaper import Reaper, default_reaper_interval
+from durabl.runtime.run import Handler, ManagedRun, is_interrupt
+from durabl.runtime.shutdown import Drain, install_signal_handlers
+from durabl.runtime.worker import Processor
+from durabl.stores.base import Backend, PushSource, PushWatcher
+
+_module_logger = logging.getLogger(__name__)
+
+PUSH_JOIN_TIMEOUT = 5.0
+
+
+def default_lease_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class JobQueue:
+    """Enqueue jobs, process them with worker threads, run them inline, and operate the
+    queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        logger: logging.Logger | None = None,
+        visibility_timeout: Seconds = DEFAULT_VISIBILITY_TIMEOUT,
+        on_job_event: Callable[[JobEvent], object] | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        vt = to_seconds(visibility_timeout, "visibility_timeout")
+        if vt <= 0:
+            raise ValueError("visibility_timeout must be positive")
+        self.backend = backend
+        self.logger = logger or _module_logger
+        self.visibility_timeout = vt
+        self.on_job_event = on_job_event
+        self.clock: Clock = clock or getattr(backend, "clock", None) or SYSTEM_CLOCK
+        self.lease_owner = default_lease_owner()
+        self._lock = threading.RLock()
+        self._started = False
+        self._processors: dict[str, Processor] = {}
+        self._runs: set[ManagedRun] = set()
+        self._runs_changed = threading.Condition(self._lock)
+        self._reaper: Reaper | None = None
+        self._drain = Drain(self)
+        # Push pickup: one watcher per queue, started by the first process() on a store
+        # that offers it; processors left on the default interval follow its mode.
+        self._push: PushWatcher | None = None
+        self._push_types: frozenset[str] = frozenset()
+        self._push_mode: PickupMode = "poll"
+        self._default_interval: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
+
+    # -- runtime hooks used by runs, processors and the reaper ----------------------------
+    def emit(self, event: JobEvent) -> None:
+        """Send an event to the sink; a failing sink is logged and never affects a job."""
+        sink = self.on_job_event
+        if sink is None:
+            return
+        try:
+            sink(event)
+        except Exception:
+            self.logger.exception("on_job_event sink raised for %s event", event.kind)
+
+    def _track(self, run: ManagedRun) -> None:
+        with self._lock:
+            self._runs.add(run)
+
+    def _untrack(self, run: ManagedRun) -> None:
+        with self._lock:
+            self._runs.discard(run)
+            self._runs_changed.notify_all()
+
+    def active_runs(self) -> list[ManagedRun]:
+        with self._lock:
+            return list(self._runs)
+
+    # -- setup ----------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Create the store's indexes/schema (idempotent). Called for you before the first
+        operation, so a process that never calls it still gets dedupe enforced."""
+        with self._lock:
+            if self._started:
+                return
+            self.backend.startup()
+            self._started = True
+
+    def _ready(self) -> Backend:
+        if not self._started:
+            self.startup()
+        return self.backend
+
+    def _closing(self) -> bool:
+        return self._drain.started
+
+    def _check_open(self, what: str) -> None:
+        if self._closing():
+            raise QueueShutdownError(f"{what} refused: the queue is shutting down")
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int = 0,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int = 3,
+        dedupe_key: str | None = None,
+        dedupe_scope: str = "pending+active",
+        coalesce: str | None = None,
+        backoff: str = "exponential",
+        backoff_delay: Seconds = 1.0,
+        backoff_max_delay: Seconds = 300.0,
+    ) -> str | None:
+        """Store a job; its id, or None when its dedupe slot is taken (see the docs)."""
+        backend = self._ready()
+        job = build_new_job(
+            type,
+            data,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            now=backend.now() if delay else None,
+        )
+        result = backend.enqueue(job)
+        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
+            self._job_due(type)
+        return result.job_id
+
+    def _job_due(self, type: str) -> None:
+        processor = self._processors.get(type)
+        if processor is None or self._closing():
+            return
+        if getattr(self.backend, "immediate", False):
+            processor.process_one()
+        else:
+            processor.wake()
+
+    # -- processing -----------------------------------------------------------------------
+    def process(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        poll_interval: Seconds | None = None,
+        heartbeat_interval: Seconds | None = None,
+    ) -> None:
+        """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
+
+        Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
+        at once. ``poll_interval`` defaults to 5 s, or 60 s while push pickup is active.
+        """
+        processor = self.register(
+            type,
+            handler,
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+        )
+        if not getattr(self.backend, "immediate", False):
+            processor.start()
+            self._start_push(type)
+
+    def register(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        poll_interval: Seconds | None = None,
+        heartbeat_interval: Seconds | None = None,
+    ) -> Processor:
+        """Declare the handler for ``type`` without starting threads: jobs then run only
+        through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
+        the worker threads."""
+        check_job_type(type)
+        if not callable(handler):
+            raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
+        if inspect.iscoroutinefunction(handler):
+            raise TypeError(
+                f"handler for {type!r} is async; durabl runs handlers in worker threads: "
+                "write it as a plain function"
+            )
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self._ready()
+        interval = 0.0
+        if poll_interval is not None:
+            interval = to_seconds(poll_interval, "poll_interval")
+            if interval <= 0:
+                raise ValueError("poll_interval must be positive")
+        beat = None
+        if heartbeat_interval is not None:
+            beat = to_seconds(heartbeat_interval, "heartbeat_interval")
+            if not 0 < beat < self.visibility_timeout:
+                raise ValueError(
+                    "heartbeat_interval must be positive and shorter than the visibility timeout"
+                )
+        with self._lock:
+            self._check_open("process()")
+            if type in self._processors:
+                raise ValueError(f"a handler for job type {type!r} is already registered")
+            if poll_interval is None:
+                interval = self._default_poll_interval()
+                self._default_interval.add(type)
+            processor = Processor(
+                type,
+                handler,
+                self,
+                concurrency=concurrency,
+                poll_interval=interval,
+                heartbeat_interval=beat,
+                lease_owner=self.lease_owner,
+            )
+            self._processors[type] = processor
+        return processor
+
+    @property
+    def processors(self) -> dict[str, Processor]:
+        return dict(self._processors)
+
+    # -- push pickup ----------------------------------------------------------------------
+    def _default_poll_interval(self) -> float:
+        if self._push_mode == "push" and isinstance(self.backend, PushSource):
+            return float(self.backend.safety_poll_interval)
+        return DEFAULT_POLL_INTERVAL
+
+    def _start_push(self, type: str) -> None:
+        """Route push notifications for ``type``; start the watcher on the first call when
+        the store offers push pickup (``supports_push`` after its startup check)."""
+        backend = self.backend
+        with self._lock:
+            self._push_types = self._push_types | {type}
+            if self._push is not None or self._closing():
+                return
+            if not isinstance(backend, PushSource) or not backend.supports_push:
+                return
+            watcher = backend.open_push(_PushRouting(self))
+            self._push = watcher
+        watcher.start()
+
+    def _set_push_mode(self, mode: PickupMode, reason: str) -> None:
+        """Processors on the default interval poll every ``safety_poll_interval`` while
+        push is up, and return to the normal interval (polling at once) when it is not."""
+        with self._lock:
+            if mode == self._push_mode:
+                return
+            self._push_mode = mode
+            interval = self._default_poll_interval()
+            targets = [p for t, p in self._processors.items() if t in self._default_interval]
+        self.logger.info("job pickup is now %s: %s", mode, reason)
+        for processor in targets:
+            processor.poll_interval = interval
+            if mode == "poll":
+                processor.poll_soon()
+
+    def _push_due(self, type: str, count: int) -> None:
+        """Wake the processor of ``type`` if it has a free slot; otherwise it polls again
+        as soon as one of its runs finishes."""
+        processor = self._processors.get(type)
+        if processor is None or self._closing():
+            return
+        if processor.free_slots() <= 0:
+            processor.note_due()
+        elif count > 0:
+            processor.wake(count)
+        else:
+            processor.poll_soon()
+
+    def _stop_push(self, timeout: float = PUSH_JOIN_TIMEOUT) -> None:
+        with self._lock:
+            watcher = self._push
+        if watcher is not None and not watcher.stop(timeout):
+            self.logger.warning("the change-stream watcher did not stop within %.1fs", timeout)
+
+    def is_healthy(self) -> QueueHealth:
+        """Whether the queue runs (True until shutdown starts) and how it picks up jobs:
+        ``pickup="push"`` while a change stream is connected, else ``"poll"``, with the
+        reason. Truthy when healthy. Not a database probe."""
+        with self._lock:
+            watcher = self._push
+            processing = tuple(sorted(self._push_types))
+        healthy = not self._closing()
+        if watcher is not None:
+            status = watcher.status()
+            return QueueHealth(healthy, status.pickup, status.reason, processing, status.details)
+        backend = self.backend
+        if not isinstance(backend, PushSource):
+            reason = f"{type(backend).__name__} has no push pickup"
+        elif not getattr(backend, "use_change_streams", True):
+            reason = "change streams are off (use_change_streams=False)"
+        elif not healthy:
+            reason = "the queue is shutting down"
+        elif not backend.supports_push:
+            reason = "push pickup is not verified yet (the store's startup() has not run)"
+        else:
+            reason = "push starts with the first process() call"
+        return QueueHealth(healthy, "poll", reason, processing)
+
+    def run_pending(self, type: str | None = None, *, limit: int | None = None) -> int:
+        """Run due jobs of the registered types in the calling thread until none is due
+        (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
+        self._ready()
+        ran = 0
+        if type is not None and type not in self._processors:
+            raise ValueError(
+                f"no handler registered for {type!r}; registered: {sorted(self._processors)}"
+            )
+        processors = [self._processors[type]] if type else list(self._processors.values())
+        progress = True
+        while progress and (limit is None or ran < limit):
+            progress = False
+            for processor in processors:
+                if limit is not None and ran >= limit:
+                    break
+                if self._closing():
+                    return ran
+                if processor.process_one():
+                    ran += 1
+                    progress = True
+        return ran
+
+    # -- inline runs ----------------------------------------------------------------------
+    def claim_or_enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int = 0,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int = 3,
+        dedupe_key: str | None = None,
+        dedupe_scope: str = "pending+active",
+        coalesce: str | None = None,
+        backoff: str = "exponential",
+        backoff_delay: Seconds = 1.0,
+        backoff_max_delay: Seconds = 300.0,
+    ) -> JobHandle[Any] | None:
+        """Create the job already claimed when its dedupe key allows a run now, for
+        :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
+        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
+        refused, since an inline run happens now."""
+        self._check_open("claim_or_enqueue()")
+        if delay or run_at is not None:
+            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
+        job = build_new_job(
+            type,
+            data,
+            priority=priority,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+        )
+        backend = self._ready()
+        result = backend.claim_or_enqueue(job, self.lease_owner)
+        handle = result.handle
+        if handle is None:
+            if result.enqueued_id is not None:
+                self._job_due(type)
+            return None
+        if self._closing():
+            handle.release(timeout=1.0)
+            raise QueueShutdownError("claim_or_enqueue() refused: the queue is shutting down")
+        self.emit(JobEvent("claimed", type, handle.id, attempt=handle.attempts))
+        return handle
+
+    def run_claimed(
+        self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
+    ) -> None:
+        """Run a claimed job under management, then drain same-key followers.
+
+        After a success, pending jobs of the same type and key are claimed and run (at most
+        ``max_drains`` more). If the handler fails while a follower already covers its
+        work, the old job is superseded and the follower runs. The first handler error is
+        re-raised at the end.
+        """
+        if isinstance(max_drains, bool) or not isinstance(max_drains, int) or max_drains < 0:
+            raise ValueError(f"max_drains must be an int >= 0, got {max_drains!r}")
+        if self._closing():
+            handle.release(timeout=1.0)
+            raise QueueShutdownError("run_claimed() refused: the queue is shutting down")
+        first_error: BaseException | None = None
+        current: JobHandle[Any] | None = handle
+        drains = 0
+        while current is not None:
+            outcome = ManagedRun(current, handler, self).execute()
+            if is_interrupt(outcome.error):
+                raise outcome.error  # type: ignore[misc]  # recorded as a failed attempt
+            if outcome.error is not None and first_error is None:
+                first_error = outcome.error
+            key = current.dedupe_key
+            may_drain = outcome.error is None or outcome.status == "superseded"
+            if key is None or not may_drain or drains >= max_drains:
+                break
+            current = self.backend.claim_next_by_key(
+                current.type, key, lease_owner=self.lease_owner
+            )
+            if current is None:
+                break
+            drains += 1
+            if self._closing():
+                current.release(timeout=1.0)
+                break
+            self.emit(JobEvent("claimed", current.type, current.id, attempt=current.attempts))
+        if first_error is not None:
+            raise first_error
+
+    # -- operations -----------------------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        """Advisory: whether a pending or active job of ``type`` holds ``dedupe_key``."""
+        return self._ready().has_outstanding(type, dedupe_key)
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        return self._ready().get_job(job_id)
+
+    def list_failed(
+        self,
+        *,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        limit: int = 100,
+    ) -> list[Job[Any]]:
+        """Terminal-failed jobs, newest failure first."""
+        return self._ready().list_jobs(
+            status="failed", type=type, failure_kind=failure_kind, limit=limit
+        )
+
+    def list_jobs(self, **filters: Any) -> list[Job[Any]]:
+        """Jobs by ``status``, ``type``, ``failure_kind``, ``search``; ``limit``/``offset``."""
+        return self._ready().list_jobs(**filters)
+
+    def count_jobs(self, **filters: Any) -> int:
+        return self._ready().count_jobs(**filters)
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending at attempt 0; False if not failed or its dedupe key is live."""
+        retried = self._ready().retry(job_id)
+        if retried:
+            job = self.backend.get_job(job_id)
+            if job is not None:
+                self._job_due(job.type)
+        return retried
+
+    def delete(self, job_id: str) -> bool:
+        """Remove a job that is not running."""
+        return self._ready().delete(job_id)
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        return self._ready().get_stats(type)
+
+    def job_types(self) -> list[str]:
+        """Types with stored jobs, plus the types this process handles."""
+        return sorted(set(self._ready().job_types()) | set(self._processors))
+
+    # -- reaper ---------------------------------------------------------------------------
+    def start_reaper(self, interval: Seconds | None = None) -> StartReaperResult:
+        """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
+        self._check_open("start_reaper()")
+        self._ready()
+        every = (
+            default_reaper_interval(self.visibility_timeout)
+            if interval is None
+            else to_seconds(interval, "interval")
+        )
+        if every <= 0:
+            raise ValueError("reaper interval must be positive")
+        with self._lock:
+            if self._reaper is not None and self._reaper.running:
+                return StartReaperResult("already-running")
+            reaper = Reaper(self, interval=every)
+            self._reaper = reaper
+        report = reaper.sweep()
+        reaper.start()
+        return StartReaperResult("started", report.handled if report is not None else None)
+
+    def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
+        """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
+        leases back to pending, stalled at their last attempt, or superseded. Uses the
+        queue's visibility timeout unless told otherwise."""
+        vt = (
+            self.visibility_timeout
+            if visibility_timeout is None
+            else to_seconds(visibility_timeout, "visibility_timeout")
+        )
+        backend = self._ready()
+        total = ReapReport()
+        while True:
+            report = backend.reap(vt)
+            total = ReapReport(
+                total.recovered + report.recovered,
+                total.stalled + report.stalled,
+                total.superseded + report.superseded,
+                report.saturated,
+                total.job_ids + report.job_ids,
+            )
+            if not report.saturated or not report.handled:
+                return total
+
+    def stop_reaper(self, timeout: float = 5.0) -> None:
+        """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
+        with self._lock:
+            reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.stop(timeout)
+
+    # -- shutdown -------------------------------------------------------------------------
+    @property
+    def draining(self) -> Future[None] | None:
+        """None until shutdown starts; then a future resolved when the drain is done."""
+        return self._drain.future
+
+    def shutdown(self, timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
+        """Stop claiming, wait up to ``timeout`` for running jobs, then abort the rest and
+        hand their claims back (no attempt used). Safe to call more than once."""
+        self._drain.run(to_seconds(timeout, "timeout"))  # the drain stops the watcher too
+
+    def install_signal_handlers(
+        self,
+        *,
+        signals: tuple[int, ...] | None = None,
+        timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT,
+    ) -> Callable[[], None]:
+        """Drain on SIGTERM/SIGINT (main thread only). Never exits the process: wait on
+        ``queue.draining``. Returns a function that restores the previous handlers."""
+        return install_signal_handlers(self, signals, to_seconds(timeout, "timeout"))
+
+
+class _PushRouting:
+    """The queue as its push watcher sees it (a :class:`durabl.stores.base.PushListener`)."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def push_types(self) -> frozenset[str]:
+        return self.queue._push_types
+
+    def push_due(self, type: str, count: int) -> None:
+        self.queue._push_due(type, count)
+
+    def push_mode(self, mode: PickupMode, reason: str) -> None:
+        self.queue._set_push_mode(mode, reason)
+
+    def push_closing(self) -> bool:
+        return self.queue._closing()
+
+    def emit(self, event: JobEvent) -> None:
+        self.queue.emit(event)

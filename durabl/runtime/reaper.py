@@ -1,0 +1,87 @@
+"""The reaper: returns jobs of dead workers to pending (or fails them ``stalled``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from durabl.model.job import JobEvent, ReapReport
+from durabl.runtime.run import Runtime
+from durabl.stores.base import Backend
+
+logger = logging.getLogger(__name__)
+
+MAX_SWEEPS_PER_TICK = 20
+
+
+def default_reaper_interval(visibility_timeout: float) -> float:
+    """Sweep often enough that a dead worker's job waits at most about 1.5 timeouts."""
+    return max(min(visibility_timeout / 2, 60.0), 0.5)
+
+
+class Reaper:
+    """Periodic sweeps on a named thread; :meth:`sweep` is one step (for tests)."""
+
+    def __init__(self, runtime: Runtime, *, interval: float) -> None:
+        self.runtime = runtime
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def backend(self) -> Backend:
+        return self.runtime.backend
+
+    def sweep(self) -> ReapReport | None:
+        """One sweep, repeated while it comes back saturated (bounded). None on error."""
+        total: ReapReport | None = None
+        for _ in range(MAX_SWEEPS_PER_TICK):
+            try:
+                report = self.backend.reap(self.runtime.visibility_timeout)
+            except Exception as exc:
+                logger.exception("reaper sweep failed")
+                self.runtime.emit(JobEvent("reaper-error", error=exc))
+                return total
+            total = report if total is None else _merge(total, report)
+            if not report.saturated or self._stop.is_set():
+                break
+        assert total is not None
+        if total.handled:
+            logger.info(
+                "reaper recovered %d job(s): %d pending again, %d stalled, %d superseded",
+                total.handled,
+                total.recovered,
+                total.stalled,
+                total.superseded,
+            )
+        self.runtime.emit(
+            JobEvent("reaper-recovered", handled=total.handled, saturated=total.saturated)
+        )
+        return total
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="durabl-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
+
+def _merge(a: ReapReport, b: ReapReport) -> ReapReport:
+    return ReapReport(
+        a.recovered + b.recovered,
+        a.stalled + b.stalled,
+        a.superseded + b.superseded,
+        b.saturated,
+        a.job_ids + b.job_ids,
+    )

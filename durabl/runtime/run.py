@@ -1,0 +1,454 @@
+"""Managed execution of one claimed job: heartbeat, handler, outcome, terminal write.
+
+The handler's return completes the job; an ``Exception`` retries it (or fails it at
+``max_attempts``); :class:`FatalJobError` fails it at once. A run whose lease was lost, or
+went unconfirmed past its local deadline, writes nothing: another worker may own the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
+from durabl.model.clock import Clock
+from durabl.model.exceptions import FatalJobError
+from durabl.model.job import FailureKind, Job, JobEvent, JobHandle, JobResult
+from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
+from durabl.model.sync import Flag
+from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
+from durabl.stores.base import Backend, Completion
+
+if TYPE_CHECKING:
+    from durabl.runtime.completer import Completer
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Job[Any], JobContext], object]
+
+
+class RunSignal(AbortSignal):
+    """The abort signal of a managed run: the lease deadline, plus an optional *limit*
+    (a step timeout or a run's maximum duration) that aborts the run with its own reason
+    once passed. The heartbeat stops renewing as soon as the signal aborts, so a run held
+    past its limit by a hung call loses its lease instead of renewing it forever."""
+
+    def __init__(self, clock: Clock, deadline: float | None = None) -> None:
+        super().__init__(clock, deadline)
+        self._limit: tuple[float, str] | None = None
+
+    def set_limit(self, at: float | None, reason: str = "limit") -> None:
+        """Abort with ``reason`` once the monotonic clock reaches ``at`` (None: no limit)."""
+        with self._lock:
+            self._limit = None if at is None else (at, reason)
+
+    @property
+    def limit(self) -> float | None:
+        limit = self._limit
+        return None if limit is None else limit[0]
+
+    def _check_deadline(self) -> None:
+        limit = self._limit
+        if limit is not None and self._reason is None and self._clock.monotonic() >= limit[0]:
+            self.abort(limit[1])
+        super()._check_deadline()
+
+
+class SuspendRun(Exception):
+    """Raised by a handler to end its run by handing the job back to pending until
+    ``run_at``, without using an attempt (the orchestrator's durable sleep). The run's
+    outcome is ``released``; it is not reported as an error."""
+
+    def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
+        super().__init__(reason)
+        self.run_at = run_at
+
+
+class ManagedHandler:
+    """A handler that drives its run itself: :class:`ManagedRun` calls
+    :meth:`run_managed` with the run (its handle, signal, context and heartbeat) instead of
+    ``handler(job, ctx)``. Exceptions of ``fatal_errors`` fail the job at once, as
+    :class:`FatalJobError` does. The orchestrator's handlers are built on this."""
+
+    fatal_errors: tuple[type[BaseException], ...] = ()
+
+    def run_managed(self, run: ManagedRun) -> object:
+        raise NotImplementedError
+
+    def __call__(self, job: Job[Any], ctx: JobContext) -> object:
+        raise TypeError(
+            f"{type(self).__name__} runs only under a managed run (queue.process, "
+            "queue.register or queue.run_claimed), not called directly"
+        )
+
+
+class Runtime(Protocol):
+    """What a run needs from its queue."""
+
+    backend: Backend
+    clock: Clock
+    visibility_timeout: float
+    #: The event sink; None means nobody listens, so no event need be built.
+    on_job_event: Callable[[JobEvent], object] | None
+
+    def emit(self, event: JobEvent) -> None: ...
+
+    def _track(self, run: ManagedRun) -> None: ...
+
+    def _untrack(self, run: ManagedRun) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: the handler's error (if any) and what the store recorded."""
+
+    error: BaseException | None
+    result: JobResult | None
+    #: "written" (the store has the outcome), "lease-lost" (write suppressed),
+    #: "released" (shutdown took the claim back), "write-failed", or "handed-over"
+    #: (a completer writes the completion; the run's ``done`` event is set once it has).
+    disposition: str
+
+    @property
+    def status(self) -> str | None:
+        return self.result.status if self.result else None
+
+
+def is_interrupt(exc: BaseException | None) -> bool:
+    """A ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``, ...): it still counts as a failed attempt, and an inline run
+    raises it again once the attempt is recorded."""
+    return exc is not None and not isinstance(exc, Exception)
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)``, or its ``repr`` when ``__str__`` raises, or a placeholder: a failure
+    is recorded whatever the exception does when it is printed."""
+    for render in (str, repr):
+        try:
+            return render(exc)
+        except Exception:
+            continue
+    return f"<unprintable {type(exc).__name__}>"
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message``, the cause chain, then the traceback: what an operator needs.
+    Never raises, whatever the exception's ``__str__`` does."""
+    head = f"{type(exc).__name__}: {error_text(exc)}"
+    if is_interrupt(exc):
+        head += " (raised by the handler: counted as a failed attempt)"
+    lines = [head]
+    seen = {id(exc)}
+    cause = exc.__cause__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        lines.append(f"caused by {type(cause).__name__}: {error_text(cause)}")
+        cause = cause.__cause__
+    try:
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        trace = f"(the traceback of {type(exc).__name__} could not be formatted)"
+    lines.append("")
+    lines.append(trace.rstrip())
+    return "\n".join(lines)
+
+
+class ManagedRun:
+    """One claim, run once. Thread-safe against :meth:`abort_and_release` from shutdown."""
+
+    def __init__(
+        self,
+        handle: JobHandle[Any],
+        handler: Handler,
+        runtime: Runtime,
+        *,
+        heartbeat_interval: float | None = None,
+        claimed_at: float | None = None,
+        reserved: bool = False,
+    ) -> None:
+        self.handle = handle
+        #: Claimed ahead of a free worker: its start is recorded when its handler begins.
+        self.reserved = reserved
+        self.handler = handler
+        self.runtime = runtime
+        clock = runtime.clock
+        vt = runtime.visibility_timeout
+        start = clock.monotonic() if claimed_at is None else claimed_at
+        self.signal = RunSignal(clock, deadline=start + vt)
+        self.started_at = start
+        self.ctx = JobContext(self.signal, runtime.backend.now)
+        self.heartbeat = Heartbeat(
+            runtime.backend,
+            handle.id,
+            handle.claim_token,
+            signal=self.signal,
+            ctx=self.ctx,
+            clock=clock,
+            interval=heartbeat_interval or vt / 3,
+            visibility_timeout=vt,
+            on_lease_lost=self._lease_lost,
+        )
+        self._lock = threading.Lock()
+        self._state = "new"  # new -> running -> finishing -> done | released
+        self._lease_event_sent = False
+        self.done = Flag()
+
+    @property
+    def job_id(self) -> str:
+        return self.handle.id
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        if self.runtime.on_job_event is None:
+            return
+        self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
+
+    def _lease_lost(self) -> None:
+        with self._lock:
+            if self._lease_event_sent:
+                return
+            self._lease_event_sent = True
+        op = "heartbeat" if self.signal.reason == LEASE_LOST else "deadline"
+        logger.warning(
+            "job %s lost its lease (%s); its outcome will not be written",
+            self.handle.id,
+            self.signal.reason,
+            extra={"job_id": self.handle.id, "type": self.handle.type},
+        )
+        self._emit("lease-lost", op=op)
+
+    @property
+    def started(self) -> bool:
+        return self._state != "new"
+
+    def execute(
+        self, heartbeat_host: HeartbeatThread | None = None, completer: Completer | None = None
+    ) -> RunOutcome:
+        """Run the handler and record its outcome. Never raises the handler's error.
+
+        A run that shutdown released before it started does nothing. ``heartbeat_host``
+        is the calling worker's reusable heartbeat thread, if it has one. With a
+        ``completer``, a plain completion is handed to it to write (outcome
+        ``handed-over``) and the run stays tracked until it is written."""
+        self.runtime._track(self)
+        with self._lock:
+            if self._state != "new":
+                self.runtime._untrack(self)
+                self.done.set()
+                return RunOutcome(None, None, "released")
+            self._state = "running"
+        started = self.runtime.clock.monotonic()
+        if started - self.started_at >= self.heartbeat.interval and not self._renew_first():
+            try:
+                return self._finish(None, 0.0)  # lease-lost: the handler never runs
+            finally:
+                self.runtime._untrack(self)
+                self.done.set()
+        if self.reserved:
+            self._mark_started(completer)
+        self.heartbeat.start(heartbeat_host)
+        error: BaseException | None = None
+        try:
+            if isinstance(self.handler, ManagedHandler):
+                self.handler.run_managed(self)
+            else:
+                self.handler(self.handle.as_job(), self.ctx)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: a failed attempt
+            error = exc
+        finally:
+            self.heartbeat.stop()
+        outcome: RunOutcome | None = None
+        try:
+            outcome = self._finish(error, self.runtime.clock.monotonic() - started, completer)
+            return outcome
+        finally:
+            if outcome is None or outcome.disposition != "handed-over":
+                self.runtime._untrack(self)
+                self.done.set()
+
+    def _mark_started(self, completer: Completer | None) -> None:
+        """A reserved claim's handler is about to start: record it, so the reaper counts
+        this run if the process dies now. Written with the completer's next batch (no
+        round trip of its own); see :mod:`durabl.model.rules` for the small window this leaves."""
+        claim = (self.handle.id, self.handle.claim_token)
+        if completer is not None:
+            completer.mark_started(*claim)
+            return
+        try:
+            self.runtime.backend.mark_started([claim])
+        except Exception:
+            logger.warning("could not record the start of job %s", claim[0], exc_info=True)
+
+    def _renew_first(self) -> bool:
+        """A claim that waited a heartbeat interval for a worker (read ahead behind slower
+        runs than expected) renews its lease before the handler starts. False when the
+        lease is gone, or went unconfirmed past its deadline: the job may be someone
+        else's by now, so it must not run here."""
+        self.heartbeat.beat()
+        return not self.signal.aborted
+
+    def _finish(
+        self, error: BaseException | None, duration: float, completer: Completer | None = None
+    ) -> RunOutcome:
+        with self._lock:
+            if self._state != "running":
+                return RunOutcome(error, None, "released")
+            self._state = "finishing"
+        handed_over = False
+        try:
+            if self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED):
+                self._lease_lost()
+                return RunOutcome(error, None, "lease-lost")
+            if error is None and completer is not None:
+                job = self.handle
+                completion = Completion(job.id, job.claim_token, self.ctx._take_logs())
+                completer.submit(self, completion, duration)
+                handed_over = True
+                return RunOutcome(None, None, "handed-over")
+            try:
+                result = self._write(error)
+            except Exception:
+                self._write_failed()
+                return RunOutcome(error, None, "write-failed")
+            self._report(error, result, duration)
+            if isinstance(error, SuspendRun):
+                error = None  # a suspension is how the run ended, not a failure
+            if result.status in ("lease-lost", "already-terminal", "not-found"):
+                return RunOutcome(error, result, "lease-lost")
+            return RunOutcome(error, result, "written")
+        finally:
+            if not handed_over:
+                with self._lock:
+                    self._state = "done"
+
+    def _written(self, result: JobResult | Exception, duration: float) -> None:
+        """The completer wrote (or failed to write) this run's completion: report it, and
+        let shutdown and ``done`` waiters know the run is over."""
+        try:
+            if isinstance(result, Exception):
+                self._write_failed(result)
+            else:
+                self._report(None, result, duration)
+        finally:
+            with self._lock:
+                self._state = "done"
+            self.runtime._untrack(self)
+            self.done.set()
+
+    def _write_failed(self, exc: BaseException | None = None) -> None:
+        logger.error(
+            "could not record the outcome of job %s; the reaper will recover it",
+            self.handle.id,
+            exc_info=exc if exc is not None else True,
+            extra={"job_id": self.handle.id, "type": self.handle.type},
+        )
+
+    def _write(self, error: BaseException | None) -> JobResult:
+        backend = self.runtime.backend
+        job = self.handle
+        logs = self.ctx._take_logs()
+        if error is None:
+            return backend.complete(job.id, job.claim_token, logs=logs)
+        if isinstance(error, SuspendRun):
+            return backend.release(job.id, job.claim_token, logs=logs, run_at=error.run_at)
+        reason = describe_error(error)
+        if self._is_fatal(error):
+            return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
+        now = backend.now()
+        try:
+            retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, now)
+        except (ArithmeticError, ValueError):  # a backoff no datetime can hold
+            retry_at = now + timedelta(seconds=DEFAULT_BACKOFF_MAX_DELAY)
+        exhausted: FailureKind = "interrupted" if is_interrupt(error) else "retries-exhausted"
+        return backend.fail(
+            job.id, job.claim_token, reason, retry_at=retry_at, logs=logs, exhausted=exhausted
+        )
+
+    def _is_fatal(self, error: BaseException) -> bool:
+        fatal = getattr(self.handler, "fatal_errors", ())
+        return isinstance(error, (FatalJobError, *fatal))
+
+    def _report(self, error: BaseException | None, result: JobResult, duration: float) -> None:
+        status = result.status
+        extra = {"job_id": self.handle.id, "type": self.handle.type}
+        if status in ("lease-lost", "already-terminal", "not-found"):
+            op = "complete" if error is None else "fail"
+            if isinstance(error, SuspendRun):
+                op = "release"
+            self._emit("lease-lost", op=op)
+            logger.warning("job %s: outcome not recorded (%s)", self.handle.id, status, extra=extra)
+        elif status == "completed":
+            self._emit("completed", duration=duration, attempt=self.handle.attempts)
+        elif status == "superseded":
+            self._emit("superseded", duration=duration)
+        elif isinstance(error, SuspendRun):
+            self._emit("suspended", duration=duration, extra={"run_at": error.run_at})
+        elif error is not None and self._is_fatal(error):
+            self._emit("fail-fatal", duration=duration, terminal=True, error=error)
+            logger.error(
+                "job %s failed fatally: %s", self.handle.id, error_text(error), extra=extra
+            )
+        else:
+            terminal = status == "failed-terminal"
+            self._emit(
+                "failed",
+                duration=duration,
+                terminal=terminal,
+                error=error,
+                attempt=self.handle.attempts,
+            )
+            log = logger.error if terminal else logger.warning
+            log(
+                "job %s attempt %d/%d failed%s: %s",
+                self.handle.id,
+                self.handle.attempts,
+                self.handle.max_attempts,
+                "" if not terminal else " for the last time",
+                "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
+                extra=extra,
+            )
+
+    def abort(self, reason: str) -> bool:
+        """Fence the run without writing: abort its handler and stop its heartbeat (no
+        wait). A run not yet started never starts. False when it already finished."""
+        with self._lock:
+            if self._state not in ("new", "running"):
+                return False
+            self._state = "released"
+        self.signal.abort(reason)
+        self.heartbeat.stop(timeout=0)
+        return True
+
+    def abort_and_release(self, timeout: float) -> JobResult | None:
+        """Shutdown's path: abort the handler, stop the heartbeat, hand the claim back
+        (no attempt used). None when the run already finished or is finishing. A run not
+        yet started is released and will never start."""
+        with self._lock:
+            if self._state not in ("new", "running"):
+                return None
+            self._state = "released"
+        self.signal.abort(SHUTDOWN)
+        self.heartbeat.stop(timeout=timeout)
+        try:
+            result = self.runtime.backend.release(
+                self.handle.id,
+                self.handle.claim_token,
+                logs=self.ctx._take_logs(),
+                timeout=timeout,
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not release job %s during shutdown; the reaper will: %s",
+                self.handle.id,
+                exc,
+                extra={"job_id": self.handle.id, "type": self.handle.type},
+            )
+            self._emit("shutdown-released", op="release", error=exc)
+            return None
+        self._emit("shutdown-released", op=result.status)
+        return result

@@ -1,0 +1,185 @@
+"""Graceful shutdown: the drain, and signal handlers that only start it."""
+
+from __future__ import annotations
+
+import logging
+import signal as signal_module
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from durabl.model.abort import SHUTDOWN
+from durabl.model.job import JobResult
+from durabl.model.options import RELEASE_WRITE_TIMEOUT
+
+if TYPE_CHECKING:
+    from durabl.runtime.queue import JobQueue
+    from durabl.runtime.run import ManagedRun
+
+logger = logging.getLogger(__name__)
+
+THREAD_JOIN_TIMEOUT = 5.0
+DRAIN_GRACE = 1.0
+"""Seconds a drain may take past its timeout: ``shutdown(timeout=T)`` returns within
+``T + DRAIN_GRACE`` (plus scheduling noise), however many threads and runs it stops."""
+MIN_RELEASE_TIMEOUT = 0.05
+"""Below this much time left, a release is not attempted: the run is only fenced."""
+
+
+class Drain:
+    """The one shutdown of a queue. ``begin()`` fences new work and creates the future;
+    ``run()`` does the waiting, aborting and releasing."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+        self._lock = threading.Lock()
+        self.future: Future[None] | None = None
+        self._owner = False
+
+    @property
+    def started(self) -> bool:
+        return self.future is not None
+
+    def begin(self) -> bool:
+        """Fence new claims; True for the caller that must carry out the drain."""
+        with self._lock:
+            if self.future is not None:
+                return False
+            self.future = Future()
+            self.future.set_running_or_notify_cancel()
+            return True
+
+    def run(self, timeout: float) -> None:
+        if not self.begin():
+            assert self.future is not None
+            self.future.result()
+            return
+        assert self.future is not None
+        try:
+            self._drain(timeout)
+        except BaseException as exc:
+            self.future.set_exception(exc)
+            raise
+        else:
+            self.future.set_result(None)
+
+    def _drain(self, timeout: float) -> None:
+        """Everything the drain does fits in ``timeout`` plus :data:`DRAIN_GRACE`: runs may
+        finish until ``timeout``; releasing the rest, joining threads and writing the last
+        completions share the one grace period after it, however many threads there are.
+        """
+        queue = self.queue
+        clock = queue.clock
+        deadline = clock.monotonic() + timeout
+        hard = deadline + DRAIN_GRACE
+
+        def left(until: float, cap: float | None = None) -> float:
+            remaining = max(until - clock.monotonic(), 0.0)
+            return remaining if cap is None else min(remaining, cap)
+
+        # Stopping the background threads may eat into the grace, but never all of it:
+        # releasing the runs left is what keeps their jobs from waiting for the reaper.
+        stop_by = hard - DRAIN_GRACE / 2
+        queue.stop_reaper(left(stop_by, THREAD_JOIN_TIMEOUT))
+        # The change-stream watcher, if any: no new wake-ups from here on.
+        queue._stop_push(left(stop_by, THREAD_JOIN_TIMEOUT))
+        processors = list(queue.processors.values())
+        for processor in processors:
+            processor.stop_polling(None)  # signal them all first, then join with one bound
+        join_by = min(clock.monotonic() + THREAD_JOIN_TIMEOUT, stop_by)
+        for processor in processors:
+            processor.join_poller(left(join_by))
+        for run in queue.active_runs():
+            if not run.started:  # claimed but not begun: fenced, handed straight back
+                _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
+        with queue._runs_changed:
+            queue._runs_changed.wait_for(lambda: not queue._runs, timeout=left(deadline))
+            remaining = list(queue._runs)
+        for run in remaining:
+            result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
+            if result is not None:
+                logger.warning(
+                    "shutdown released job %s (%s) after the %.1fs grace period",
+                    run.job_id,
+                    result.status,
+                    timeout,
+                    extra={"job_id": run.job_id, "type": run.handle.type},
+                )
+        stuck: list[str] = []
+        for processor in processors:
+            processor.stop_workers(None)
+        join_by = min(clock.monotonic() + RELEASE_WRITE_TIMEOUT, hard)
+        for processor in processors:
+            stuck += processor.join_workers(left(join_by), clock=clock)
+        # Completions handed over by finished runs: written unless the store is down. They
+        # get what is left of the grace period.
+        for processor in processors:
+            unwritten = processor.close_completer(left(hard))
+            if unwritten:
+                logger.warning(
+                    "shutdown left %d completions of %s jobs unwritten; the reaper will hand "
+                    "their jobs back and they will run again",
+                    unwritten,
+                    processor.type,
+                    extra={"type": processor.type},
+                )
+        if stuck:
+            logger.warning(
+                "worker threads still inside handlers after shutdown (claims released, "
+                "writes fenced; daemon threads are abandoned): %s",
+                ", ".join(stuck),
+            )
+
+
+def _release(run: ManagedRun, timeout: float) -> JobResult | None:
+    """Abort ``run`` and hand its claim back within ``timeout``; with no time left the run
+    is only fenced (aborted, its writes suppressed) and the reaper hands the job back."""
+    if timeout < MIN_RELEASE_TIMEOUT:
+        run.abort(SHUTDOWN)
+        return None
+    return run.abort_and_release(timeout)
+
+
+def install_signal_handlers(
+    queue: JobQueue, signals: tuple[int, ...] | None, timeout: float
+) -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("install_signal_handlers() must be called from the main thread")
+    chosen = signals if signals is not None else (signal_module.SIGTERM, signal_module.SIGINT)
+    previous: dict[int, Any] = {}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not queue._drain.begin():
+            logger.warning("signal %d received again; the drain is already under way", signum)
+            return
+        logger.info("signal %d received: draining (timeout %.1fs)", signum, timeout)
+        # The handler only starts the drain; a non-daemon thread does the work, so the
+        # process lives until it is done.
+        threading.Thread(
+            target=_finish_drain, args=(queue, timeout), name="durabl-shutdown", daemon=False
+        ).start()
+
+    for sig in chosen:
+        previous[sig] = signal_module.signal(sig, on_signal)
+
+    def uninstall() -> None:
+        for sig, old in previous.items():
+            if signal_module.getsignal(sig) is on_signal:
+                signal_module.signal(sig, old)
+        previous.clear()
+
+    return uninstall
+
+
+def _finish_drain(queue: JobQueue, timeout: float) -> None:
+    drain = queue._drain
+    assert drain.future is not None
+    try:
+        drain._drain(timeout)
+    except BaseException as exc:
+        logger.exception("shutdown failed")
+        drain.future.set_exception(exc)
+    else:
+        drain.future.set_result(None)

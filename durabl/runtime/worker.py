@@ -1,0 +1,299 @@
+"""A processor for one job type: one poller thread feeding a pool of worker threads.
+
+Idle cost is one claim query per type per (jittered) poll interval, whatever the
+concurrency. The poller claims only as many jobs as there are free workers, and polls again
+at once while claims keep coming back full; an enqueue of a due job in this process, or a
+change-stream notification (push pickup), wakes it immediately.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import random
+import threading
+from collections.abc import Callable
+
+from durabl.model.clock import Clock
+from durabl.model.job import JobEvent, JobHandle
+from durabl.runtime.completer import Completer
+from durabl.runtime.heartbeat import HeartbeatThread
+from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt
+
+logger = logging.getLogger(__name__)
+
+POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
+SHORT_RUN_SECONDS = 0.5  # runs shorter than this on average let the poller read ahead
+MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if larger)
+READ_AHEAD_SECONDS = 0.05  # ...and at most this much work, at the recent pace of runs
+READ_AHEAD_LEASE_SHARE = 0.1  # ...and never more than this share of the lease
+ERROR_BACKOFF_MAX = 30.0
+
+
+class Processor:
+    """Runs ``handler`` for jobs of ``type`` with ``concurrency`` worker threads."""
+
+    def __init__(
+        self,
+        type: str,
+        handler: Handler,
+        runtime: Runtime,
+        *,
+        concurrency: int = 1,
+        poll_interval: float = 5.0,
+        heartbeat_interval: float | None = None,
+        lease_owner: str = "",
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.type = type
+        self.handler = handler
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.lease_owner = lease_owner
+        self._rand = rand
+        self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
+        self._lock = threading.Lock()
+        self._outstanding = 0  # claimed and not finished: running or waiting for a worker
+        self._run_seconds: float | None = None  # moving average of recent run durations
+        self._maybe_more = False
+        self._errors = 0
+        self._enqueued = 0  # local enqueues since the last poll: how many to claim on wake
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
+        self._hosts: list[HeartbeatThread] = []
+        # Completions are written in batches by one thread, while workers run on.
+        self.completer = Completer(
+            runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
+        )
+        self.polls = 0
+
+    # -- one step, for tests and for the poller ------------------------------------------
+    def free_slots(self) -> int:
+        """How many more jobs the poller may claim now: a free worker each, plus a small
+        read-ahead while runs are short (so a backlog is claimed in batches)."""
+        with self._lock:
+            return self._capacity() - self._outstanding
+
+    def _capacity(self) -> int:
+        avg = self._run_seconds
+        if avg is None or avg >= SHORT_RUN_SECONDS:
+            return self.concurrency
+        ahead = max(self.concurrency, MIN_READ_AHEAD)
+        # A claim read ahead waits, unrenewed, for the runs before it: ``ahead`` runs shared
+        # by the workers take about ahead * avg / concurrency seconds. Keep that short, so
+        # the wait stays a small part of the lease, a higher-priority job arriving now is
+        # not stuck behind a long line, and other processes get their share of a backlog.
+        horizon = min(READ_AHEAD_SECONDS, self.runtime.visibility_timeout * READ_AHEAD_LEASE_SHARE)
+        if ahead * avg > horizon * self.concurrency:
+            ahead = int(horizon * self.concurrency / avg)
+        return self.concurrency + ahead
+
+    def _should_refill(self) -> bool:
+        """Claim again at once: a free worker, and any read-ahead drained to at most one
+        job per worker (so a backlog is claimed in batches, not one job per finished
+        run)."""
+        with self._lock:
+            return (
+                self._maybe_more
+                and self._outstanding < self._capacity()
+                and (self._outstanding <= self.concurrency)
+            )
+
+    def poll_once(self, limit: int | None = None) -> int:
+        """Claim as many due jobs as there are free workers (at most ``limit``) and hand
+        them over."""
+        with self._lock:
+            free = self._capacity() - self._outstanding
+            idle = max(self.concurrency - self._outstanding, 0)  # workers with nothing to do
+        if limit is not None:
+            free = min(limit, free)
+        if free <= 0 or self._stopping.is_set():
+            return 0
+        self.polls += 1
+        claimed_at = self.runtime.clock.monotonic()
+        backend = self.runtime.backend
+        # Jobs for idle workers start at once; the rest are read ahead, *reserved*: their
+        # start is recorded when a worker takes them, and the reaper gives back the attempt
+        # of a reserved job whose worker died before it began (see durabl.model.rules).
+        starting = min(idle, free)
+        handles = backend.claim(
+            self.type, limit=free, lease_owner=self.lease_owner, starting=starting
+        )
+        claimed = len(handles)
+        with self._lock:
+            self._outstanding += claimed
+            self._maybe_more = claimed == free
+        events = self.runtime.on_job_event is not None
+        for n, handle in enumerate(handles):
+            ahead = n >= starting
+            if events:
+                self.runtime.emit(
+                    JobEvent("claimed", self.type, handle.id, attempt=handle.attempts)
+                )
+            # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
+            run = self._new_run(handle, claimed_at, reserved=ahead)
+            self.runtime._track(run)
+            self._handoff.put(run)
+        return claimed
+
+    def process_one(self) -> bool:
+        """Claim and run one job in the calling thread; False when none was due."""
+        claimed_at = self.runtime.clock.monotonic()
+        handles = self.runtime.backend.claim(self.type, limit=1, lease_owner=self.lease_owner)
+        if not handles:
+            return False
+        self.runtime.emit(
+            JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
+        )
+        outcome = self._new_run(handles[0], claimed_at).execute()
+        if is_interrupt(outcome.error):
+            # The calling thread's own run: SystemExit / KeyboardInterrupt go on up once
+            # the attempt is recorded (a worker thread logs them and serves the next job).
+            raise outcome.error  # type: ignore[misc]
+        return True
+
+    def _new_run(
+        self, handle: JobHandle[object], claimed_at: float, *, reserved: bool = False
+    ) -> ManagedRun:
+        return ManagedRun(
+            handle,
+            self.handler,
+            self.runtime,
+            heartbeat_interval=self.heartbeat_interval,
+            claimed_at=claimed_at,
+            reserved=reserved,
+        )
+
+    # -- threads --------------------------------------------------------------------------
+    def start(self) -> None:
+        for n in range(self.concurrency):
+            host = HeartbeatThread(
+                f"durabl-heartbeat-{self.type}-{n}",
+                self.heartbeat_interval or self.runtime.visibility_timeout / 3,
+            )
+            self._hosts.append(host)
+            thread = threading.Thread(
+                target=self._work, args=(host,), name=f"durabl-worker-{self.type}-{n}", daemon=True
+            )
+            thread.start()
+            self._workers.append(thread)
+        self._poller = threading.Thread(
+            target=self._poll_loop, name=f"durabl-poller-{self.type}", daemon=True
+        )
+        self._poller.start()
+
+    def wake(self, count: int = 1) -> None:
+        """Poll now: ``count`` jobs of this type became due (an enqueue in this process, or
+        a change-stream notification), so claim that many."""
+        with self._lock:
+            self._enqueued += count
+        self._wake.set()
+
+    def poll_soon(self) -> None:
+        """Poll now for every free slot (push pickup stopped, or it asked for a resync)."""
+        self._wake.set()
+
+    def note_due(self) -> None:
+        """A job became due while no slot was free: poll again as soon as a run finishes
+        instead of waiting out the poll interval."""
+        with self._lock:
+            self._maybe_more = True
+
+    def _next_wait(self) -> float:
+        if self._errors:
+            return float(min(self.poll_interval * 2.0 ** min(self._errors, 6), ERROR_BACKOFF_MAX))
+        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self._rand())
+
+    def _poll_loop(self) -> None:
+        limit: int | None = None
+        while not self._stopping.is_set():
+            try:
+                got = self.poll_once(limit)
+                self._errors = 0
+            except Exception:
+                self._errors += 1
+                got = 0
+                logger.exception("claiming %s jobs failed", self.type, extra={"type": self.type})
+            if got and self._should_refill():
+                limit = None
+                continue
+            woken = self._wake.wait(self._next_wait())
+            self._wake.clear()
+            with self._lock:
+                # Woken only by local enqueues: claim that many, not every free slot, so a
+                # job arriving at idle workers costs one claim and no empty query after it.
+                enqueued, self._enqueued = self._enqueued, 0
+                limit = enqueued if woken and enqueued and not self._maybe_more else None
+
+    def _work(self, heartbeats: HeartbeatThread) -> None:
+        while True:
+            run = self._handoff.get()
+            if run is None:
+                return
+            started = self.runtime.clock.monotonic()
+            try:
+                run.execute(heartbeats, self.completer)
+            except BaseException:
+                logger.exception("worker for %s stopped by an exception", self.type)
+            finally:
+                took = self.runtime.clock.monotonic() - started
+                with self._lock:
+                    self._outstanding -= 1
+                    avg = self._run_seconds
+                    self._run_seconds = took if avg is None else avg + (took - avg) / 8
+                    # Refill once the read-ahead has drained, so claims come in batches.
+                    more = self._maybe_more and self._outstanding <= self.concurrency
+                if more or (run.done.is_set() and self._frees_a_follower(run)):
+                    self._wake.set()
+
+    @staticmethod
+    def _frees_a_follower(run: ManagedRun) -> bool:
+        """A finished run of a "pending"-scope key frees the key's active slot: its pending
+        follower (no store event announces it) may be claimable now."""
+        handle = run.handle
+        return handle.dedupe_key is not None and handle.dedupe_scope == "pending"
+
+    def _after_write(self, run: ManagedRun) -> None:
+        if self._frees_a_follower(run):
+            self._wake.set()
+
+    def stop_polling(self, timeout: float | None = 5.0) -> None:
+        """No new claims from here on; joins the poller unless ``timeout`` is None."""
+        self._stopping.set()
+        self._wake.set()
+        if timeout is not None:
+            self.join_poller(timeout)
+
+    def join_poller(self, timeout: float) -> None:
+        if self._poller is not None:
+            self._poller.join(timeout)
+
+    def stop_workers(self, timeout: float | None = 1.0) -> list[str]:
+        """Ask idle workers to exit; with a ``timeout``, join them too and return the names
+        still running (stuck in a handler whose claim was released: abandoned daemons)."""
+        for _ in self._workers:
+            self._handoff.put(None)
+        return [] if timeout is None else self.join_workers(timeout)
+
+    def join_workers(self, timeout: float, *, clock: Clock | None = None) -> list[str]:
+        """Join the worker threads and their heartbeat threads, all within ``timeout``
+        in total (not each). The names of the threads still running."""
+        clock = clock or self.runtime.clock
+        until = clock.monotonic() + timeout
+        for thread in self._workers:
+            thread.join(max(until - clock.monotonic(), 0.0))
+        for host in self._hosts:  # idle by now: every run's heartbeat has stopped
+            host.close(max(until - clock.monotonic(), 0.0))
+        return [t.name for t in self._workers if t.is_alive()]
+
+    def close_completer(self, timeout: float) -> int:
+        """Write the completions still waiting, then stop the completion thread. Returns
+        how many were left unwritten after ``timeout`` (their jobs stay active until the
+        reaper hands them back, and then run again)."""
+        if self.completer.close(timeout):
+            return 0
+        return self.completer.waiting()

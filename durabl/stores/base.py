@@ -1,0 +1,275 @@
+"""The Backend protocol: what a store must do for :class:`durabl.JobQueue`.
+
+A store implements this and passes ``tests/contract``; that suite is the definition of a
+backend. Every write after a claim is fenced by the claim token; terminal writes never
+overwrite a terminal state and keep a receipt per (claim token, operation), so a write that
+is retried after an ambiguous failure reports its first result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from durabl.model.job import (
+    FailureKind,
+    HeartbeatResult,
+    Job,
+    JobEvent,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+    JournalRecord,
+    LogEntry,
+    PickupMode,
+    QueueStats,
+    ReapReport,
+)
+from durabl.model.options import NewJob
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """``job_id`` is None when the dedupe slot was taken (``coalesced`` if the pending
+    follower's payload was replaced)."""
+
+    job_id: str | None
+    coalesced: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One finished run to record as completed: what :meth:`Backend.complete_many` takes."""
+
+    job_id: str
+    token: str
+    logs: Sequence[LogEntry] = ()
+
+
+@dataclass(frozen=True)
+class InlineClaimResult:
+    """The outcome of :meth:`Backend.claim_or_enqueue`: a handle, or the job that now covers
+    the work (``job_id`` of a new pending follower, or None)."""
+
+    handle: JobHandle[Any] | None
+    enqueued_id: str | None = None
+    coalesced: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A job store. Thread-safe; synchronous."""
+
+    #: True when the store can hold an orchestration journal on the job.
+    supports_journal: bool
+    #: True when push pickup (change streams) is active for this store.
+    supports_push: bool
+
+    def startup(self) -> None:
+        """Create indexes/schema. Idempotent; safe on a store that already holds jobs."""
+
+    def close(self) -> None:
+        """Release connections this backend opened itself."""
+
+    def now(self) -> datetime:
+        """The store's notion of the current instant (server time where it has one)."""
+
+    def check_size(self, job: NewJob) -> None:
+        """Raise ``DocumentTooLargeError`` when ``job`` cannot be stored."""
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        """Store a pending job; None id when its dedupe slot is taken.
+
+        Raises ``DedupeScopeConflictError`` when the key's live job has the other scope.
+        """
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        """Create the job already claimed when its key allows a run now; else enqueue a
+        follower (or coalesce) as :meth:`enqueue` would."""
+
+    # -- claiming -------------------------------------------------------------------------
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` due pending jobs of ``type``: lowest priority first, then
+        oldest ``run_at``, returned in that order. Each claim gets a fresh token and counts
+        an attempt.
+
+        ``starting``: how many of them start at once (None: all). The others are claimed
+        ahead of a free worker (read ahead) and stay *reserved* until :meth:`mark_started`
+        records that their handler began; the reaper gives back the attempt of a reserved
+        job (:func:`durabl.model.rules.reap_decision`)."""
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        """Record that the handlers of these reserved claims (``(job_id, token)`` pairs)
+        started. Fenced on each token; claims that are no longer held are skipped."""
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        """Claim the due pending job of ``type`` holding ``dedupe_key``, if any."""
+
+    # -- fenced writes --------------------------------------------------------------------
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult: ...
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """:meth:`complete` for each of ``completions``, in order, one result each. A store
+        may write them together (one transaction); each is still fenced on its own token,
+        so one lost lease does not stop the others."""
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        """Retry at ``retry_at`` when attempts remain, else fail with failure kind
+        ``exhausted`` (``interrupted`` when a ``BaseException`` ended the last attempt).
+        ``superseded`` when a pending follower already holds the key."""
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult: ...
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        """Back to pending, keeping its ``run_at`` (its place in line) unless ``run_at`` is
+        given (a durable sleep hands the job back until its wake time), refunding the
+        attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
+        the whole write."""
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        """Append ``records`` (portable dicts, already validated) to the job's journal, in
+        order, when ``token`` holds the claim and the journal holds exactly ``position``
+        records. A repeat of an append that already applied under the same claim reports
+        ``applied`` without appending twice. Anything else is ``lease-lost`` and changes
+        nothing. Supported when ``supports_journal`` is True; the journal is read back as
+        :attr:`Job.journal` by ``claim`` and ``get_job``."""
+
+    # -- recovery and operations ----------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        """Recover up to ``limit`` jobs whose lease was not renewed within the timeout."""
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        """One sweep; the number of jobs recovered (pending again, stalled or superseded)."""
+
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool: ...
+
+    def get_job(self, job_id: str) -> Job[Any] | None: ...
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """Jobs newest first (failed: by failure time)."""
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int: ...
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending with attempts 0, due now. False if the job is not failed, or
+        its dedupe key is live under the other scope, or the pending slot it needs is
+        taken. (A ``pending``-scope job behind an active run becomes its follower.)"""
+
+    def delete(self, job_id: str) -> bool:
+        """Remove a job that is not active; False when absent or active."""
+
+    def get_stats(self, type: str | None = None) -> QueueStats: ...
+
+    def job_types(self) -> list[str]:
+        """Every type that has at least one stored job."""
+
+
+ClaimSource = Literal["poll", "inline", "drain"]
+
+
+# -- push pickup (optional) ---------------------------------------------------------------
+@dataclass(frozen=True)
+class PushStatus:
+    """A push watcher's view of pickup: ``pickup`` and why (``reason``), plus counters."""
+
+    pickup: PickupMode
+    reason: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PushListener(Protocol):
+    """What a push watcher calls back into: the queue whose processors it wakes."""
+
+    def push_types(self) -> frozenset[str]:
+        """The job types this process runs worker threads for."""
+
+    def push_due(self, type: str, count: int) -> None:
+        """``count`` jobs of ``type`` may be claimable now (0: poll every free slot)."""
+
+    def push_mode(self, mode: PickupMode, reason: str) -> None:
+        """Pickup is now ``mode``; processors on the default interval follow it."""
+
+    def push_closing(self) -> bool:
+        """True once the queue shuts down: the watcher then stops by itself."""
+
+    def emit(self, event: JobEvent) -> None:
+        """Send a ``changestream-*`` event to the queue's sink."""
+
+
+class PushWatcher(Protocol):
+    """A background watcher started by the queue (one thread) and stopped on shutdown."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> bool:
+        """Stop and join for at most ``timeout`` seconds; True when the thread ended."""
+
+    def status(self) -> PushStatus: ...
+
+
+@runtime_checkable
+class PushSource(Protocol):
+    """An optional extra a store may offer: tell the queue when jobs may have become
+    claimable, so workers need not poll often. Only ``MongoJobQueue`` (change streams)
+    implements it; every other store polls, and the contract suite does not need it."""
+
+    #: True once ``startup()`` verified that push pickup can work.
+    supports_push: bool
+    #: The poll interval of default-interval processors while push pickup is up.
+    safety_poll_interval: float
+
+    def open_push(self, listener: PushListener) -> PushWatcher:
+        """A watcher, not started, that reports to ``listener``."""

@@ -1,0 +1,531 @@
+"""In-process backends: MemoryBackend, and the DummyBackend and ImmediateBackend built on it.
+
+They keep the observable semantics of :class:`durabl.MongoJobQueue` (dedupe slots, fencing,
+receipts, reaping) with nothing but dicts and one lock, so tests and small tools can run a
+real :class:`durabl.JobQueue` without a database. The records and dedupe slots they keep
+are in :mod:`durabl.stores.memory.store`; this module holds the Backend methods over them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from durabl.model.clock import Clock
+from durabl.model.exceptions import DedupeScopeConflictError
+from durabl.model.job import (
+    FAILURE_KINDS,
+    STATUSES,
+    FailureKind,
+    HeartbeatResult,
+    Job,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+    JournalRecord,
+    LogEntry,
+    QueueStats,
+    ReapReport,
+    handle_for,
+)
+from durabl.model.options import MAX_FAIL_REASON_BYTES, NewJob, clip_text
+from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult
+from durabl.stores.memory.store import MemoryStore, _ms, _portable, _Record
+
+__all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
+
+
+class MemoryBackend(MemoryStore):
+    """Jobs in a dict, guarded by one re-entrant lock. Nothing survives the process.
+
+    ``clock_skew_allowance`` (seconds) is added to the reaper's cutoff like MongoJobQueue's;
+    it defaults to 0 here since one process has one clock.
+    """
+
+    supports_journal: bool = True
+    supports_push: bool = False
+    #: JobQueue runs the registered handler inside ``enqueue`` when this is True.
+    immediate: ClassVar[bool] = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(jobs={len(self._jobs)})"
+
+    # -- plumbing -------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Nothing to create."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def now(self) -> datetime:
+        return _ms(self.clock.now())
+
+    def check_size(self, job: NewJob) -> None:
+        """No size limit in memory."""
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        with self._lock:
+            return self._enqueue(job, self.now())
+
+    def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
+        key = job.dedupe_key
+        if key is not None:
+            self._check_scope(key, job.dedupe_scope)
+            if key in (self._live if job.dedupe_scope == "pending+active" else self._pending):
+                return self._slot_taken(job, now)
+        return EnqueueResult(self._store(job, now).id)
+
+    def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
+        """The pending slot is held: with coalesce="latest", replace the payload of a
+        pending holder of the same type."""
+        if job.coalesce != "latest" or job.dedupe_key is None:
+            return EnqueueResult(None)
+        slots = self._live if job.dedupe_scope == "pending+active" else self._pending
+        holder = self._jobs.get(slots.get(job.dedupe_key, ""))
+        if holder is None or holder.status != "pending" or holder.type != job.type:
+            return EnqueueResult(None)
+        holder.data = _portable(job.data)
+        holder.updated_at = now
+        return EnqueueResult(None, coalesced=True)
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        with self._lock:
+            now = self.now()
+            if job.dedupe_key is not None and job.dedupe_scope == "pending":
+                enq = self._enqueue(job, now)
+                if enq.job_id is None:
+                    return InlineClaimResult(None, None, enq.coalesced)
+                rec = self._jobs[enq.job_id]
+                if not self._can_move(rec, "active"):
+                    return InlineClaimResult(None, enq.job_id)  # a follower of the active run
+                return InlineClaimResult(self._claim_record(rec, now, lease_owner))
+            if job.dedupe_key is not None:
+                self._check_scope(job.dedupe_key, job.dedupe_scope)
+                if job.dedupe_key in self._live:
+                    return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
+            rec = self._store(job, now)
+            return InlineClaimResult(self._claim_record(rec, now, lease_owner))
+
+    # -- claiming -------------------------------------------------------------------------
+    def _claim_record(
+        self, rec: _Record, now: datetime, owner: str, reserve: bool = False
+    ) -> JobHandle[Any]:
+        self._move(rec, "active", now)
+        rec.attempts += 1
+        rec.reserved = reserve
+        rec.claim_token = token = uuid.uuid4().hex
+        rec.heartbeat_at = now
+        rec.lease_owner = owner
+        return handle_for(self._snapshot(rec), token, self)
+
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        with self._lock:
+            now = self.now()
+            due = [
+                r
+                for r in self._jobs.values()
+                if r.status == "pending" and r.type == type and r.run_at <= now
+            ]
+            claimed: list[JobHandle[Any]] = []
+            for rec in sorted(due, key=_Record.order):
+                if len(claimed) >= limit:
+                    break
+                if self._can_move(rec, "active"):  # else: a follower behind an active run
+                    reserve = starting is not None and len(claimed) >= starting
+                    claimed.append(self._claim_record(rec, now, lease_owner, reserve))
+            return claimed
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            for job_id, token in claims:
+                rec = self._jobs.get(job_id)
+                if rec is not None and rec.status == "active" and rec.claim_token == token:
+                    rec.reserved = False
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        with self._lock:
+            now = self.now()
+            holders = (self._jobs.get(s.get(dedupe_key, "")) for s in (self._pending, self._live))
+            due = [
+                r
+                for r in holders
+                if r is not None and r.status == "pending" and r.type == type and r.run_at <= now
+            ]
+            if not due:
+                return None
+            rec = min(due, key=_Record.order)
+            if not self._can_move(rec, "active"):
+                return None
+            return self._claim_record(rec, now, lease_owner)
+
+    # -- fenced writes --------------------------------------------------------------------
+    def _supersede(
+        self, rec: _Record, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """A pending follower holds the key's pending slot: it covers this run's work."""
+        self._move(rec, "superseded", now)
+        return self._applied(rec, token, op, "superseded", logs)
+
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult:
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            if rec is None or rec.status != "active" or rec.claim_token != token:
+                return "lease-lost"
+            rec.heartbeat_at = self.now()
+            self._add_logs(rec, logs)
+            return "applied"
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        with self._lock:
+            rec = self._fence(job_id, token, "complete")
+            if isinstance(rec, JobResult):
+                return rec
+            self._move(rec, "completed", self.now())
+            return self._applied(rec, token, "complete", "completed", logs)
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        with self._lock:
+            return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        with self._lock:
+            rec = self._fence(job_id, token, "fail-fatal")
+            if isinstance(rec, JobResult):
+                return rec
+            self._move(rec, "failed", self.now())
+            rec.fail_reason = clip_text(reason, MAX_FAIL_REASON_BYTES)
+            rec.failure_kind = "fatal"
+            return self._applied(rec, token, "fail-fatal", "failed-terminal", logs)
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        with self._lock:
+            rec = self._fence(job_id, token, "fail")
+            if isinstance(rec, JobResult):
+                return rec
+            now = self.now()
+            reason = clip_text(reason, MAX_FAIL_REASON_BYTES)
+            if rec.attempts >= rec.max_attempts:
+                self._move(rec, "failed", now)
+                rec.fail_reason = reason
+                rec.failure_kind = exhausted
+                return self._applied(rec, token, "fail", "failed-terminal", logs)
+            if not self._can_move(rec, "pending"):
+                return self._supersede(rec, token, "fail", now, logs)  # reason not kept
+            self._move(rec, "pending", now)
+            rec.run_at = _ms(retry_at)
+            rec.fail_reason = reason
+            return self._applied(rec, token, "fail", "retry-scheduled", logs)
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
+        ``timeout`` is accepted for the protocol; a memory write never blocks for long."""
+        with self._lock:
+            rec = self._fence(job_id, token, "release")
+            if isinstance(rec, JobResult):
+                return rec
+            now = self.now()
+            if not self._can_move(rec, "pending"):
+                return self._supersede(rec, token, "release", now, logs)
+            self._move(rec, "pending", now)
+            rec.attempts -= 1
+            if run_at is not None:
+                rec.run_at = _ms(run_at)
+            return self._applied(rec, token, "release", "released", logs)
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            if rec is None or rec.status != "active" or rec.claim_token != token:
+                return "lease-lost"
+            if len(rec.journal) == position:
+                rec.journal.extend(_portable(dict(r)) for r in records)
+                return "applied"
+            # Only the claim holder appends: a longer journal is this append, repeated.
+            return "applied" if len(rec.journal) >= position + len(records) else "lease-lost"
+
+    # -- recovery -------------------------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        with self._lock:
+            now = self.now()
+            cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
+            stuck = sorted(
+                (r for r in self._jobs.values() if r.status == "active" and r.lease_before(cutoff)),
+                key=lambda r: (r.heartbeat_at or now, r.seq),
+            )
+            if limit:  # as Mongo's cursor limit: 0 means no limit
+                stuck = stuck[: abs(limit)]
+            recovered = stalled = superseded = 0
+            for rec in stuck:
+                decision = reap_decision(
+                    rec.attempts,
+                    rec.max_attempts,
+                    reserved=rec.reserved,
+                    unstarted_reaps=rec.unstarted_reaps,
+                )
+                if decision == "stall":
+                    self._move(rec, "failed", now)
+                    rec.failure_kind = "stalled"
+                    rec.fail_reason = STALLED_REASON
+                    stalled += 1
+                elif self._can_move(rec, "pending"):
+                    self._move(rec, "pending", now)
+                    rec.run_at = now
+                    if decision == "refund":
+                        rec.attempts -= 1
+                        rec.unstarted_reaps += 1
+                    recovered += 1
+                else:
+                    self._move(rec, "superseded", now)
+                    superseded += 1
+            ids = tuple(r.id for r in stuck)
+            return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        total = 0
+        while True:
+            report = self.reap(visibility_timeout)
+            total += report.handled
+            if not report.saturated or not report.handled:
+                return total
+
+    # -- queries and operations -----------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        with self._lock:
+            for slots in (self._live, self._pending, self._active):
+                rec = self._jobs.get(slots.get(dedupe_key, ""))
+                if rec is not None and rec.type == type:
+                    return True
+            return False
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            return self._snapshot(rec) if rec is not None else None
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
+        cursor, ``limit=0`` means no limit."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset!r}")
+        with self._lock:
+            rows = self._select(status, type, failure_kind, search)
+            if status == "failed":
+                rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
+            else:
+                rows.sort(key=lambda r: r.seq, reverse=True)
+            rows = rows[offset : offset + abs(limit)] if limit else rows[offset:]
+            return [self._snapshot(r) for r in rows]
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        with self._lock:
+            return len(self._select(status, type, failure_kind, search))
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending, due now, attempts 0. False when the job is not failed or its
+        key is live (under either scope)."""
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            if rec is None or rec.status != "failed" or not self._can_move(rec, "pending"):
+                return False
+            if rec.dedupe_key is not None and rec.dedupe_scope is not None:
+                try:
+                    self._check_scope(rec.dedupe_key, rec.dedupe_scope)
+                except DedupeScopeConflictError:
+                    return False
+            now = self.now()
+            self._move(rec, "pending", now)
+            rec.attempts = 0
+            rec.run_at = now
+            rec.failure_kind = None
+            rec.finished_at = None
+            return True
+
+    def delete(self, job_id: str) -> bool:
+        with self._lock:
+            rec = self._jobs.get(job_id)
+            if rec is None or rec.status == "active":
+                return False
+            slots = self._slots(rec.dedupe_scope, rec.status)
+            if slots is not None and rec.dedupe_key is not None:
+                slots.pop(rec.dedupe_key, None)  # a pending job holds its pending slot
+            del self._jobs[job_id]
+            return True
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        with self._lock:
+            now = self.now()
+            rows = [r for r in self._jobs.values() if type is None or r.type == type]
+            counts = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
+            by_kind: dict[str, int] = {
+                kind: n
+                for kind in FAILURE_KINDS
+                if (n := sum(1 for r in rows if r.status == "failed" and r.failure_kind == kind))
+            }
+            due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
+            oldest = min(due) if due else None
+            lag = max((now - oldest).total_seconds(), 0.0) if oldest else 0.0
+            return QueueStats(
+                pending=counts["pending"],
+                active=counts["active"],
+                completed=counts["completed"],
+                failed=counts["failed"],
+                superseded=counts["superseded"],
+                oldest_pending_run_at=oldest,
+                oldest_pending_lag=lag,
+                failed_by_kind=by_kind,
+            )
+
+    def job_types(self) -> list[str]:
+        with self._lock:
+            return sorted({r.type for r in self._jobs.values()})
+
+
+class DummyBackend(MemoryBackend):
+    """Records what it is asked and never runs anything.
+
+    ``jobs`` holds a snapshot of every job it accepted, in enqueue order; ``calls`` holds
+    ``(method, args, kwargs)`` for each Backend method called from outside (not ``now``,
+    which is a clock read). Claims find nothing, so no handler ever runs; ``claim_or_enqueue``
+    only enqueues.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
+        super().__init__(clock=clock, clock_skew_allowance=clock_skew_allowance)
+        self.jobs: list[Job[Any]] = []
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._depth = threading.local()
+
+    def reset(self) -> None:
+        """Forget every job and call."""
+        with self._lock:
+            self.jobs.clear()
+            self.calls.clear()
+            self._clear()
+
+    def _record(
+        self, name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        depth: int = getattr(self._depth, "n", 0)
+        if depth == 0:
+            with self._lock:
+                self.calls.append((name, args, dict(kwargs)))
+        self._depth.n = depth + 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._depth.n = depth
+
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        with self._lock:
+            result = super().enqueue(job)
+            if result.job_id is not None:
+                self.jobs.append(self._snapshot(self._jobs[result.job_id]))
+            return result
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        result = self.enqueue(job)
+        return InlineClaimResult(None, result.job_id, result.coalesced)
+
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        return []
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        return None
+
+
+# Every public method of the Backend protocol except the clock read.
+_RECORDED = tuple(
+    name for name, value in vars(Backend).items()
+    if inspect.isfunction(value) and not name.startswith("_") and name != "now"
+)  # fmt: skip
+
+
+def _recording(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def recorded(self: DummyBackend, *args: Any, **kwargs: Any) -> Any:
+        return self._record(name, method, args, kwargs)
+
+    return recorded
+
+
+for _name in _RECORDED:
+    setattr(DummyBackend, _name, _recording(_name, getattr(DummyBackend, _name)))
+del _name
+
+
+class ImmediateBackend(MemoryBackend):
+    """A MemoryBackend whose ``immediate`` flag tells JobQueue to run the handler that
+    ``queue.process`` registered for the type inside ``enqueue`` itself, so ``enqueue``
+    returns only after the job has run. Jobs of a type with no handler wait in memory."""
+
+    immediate: ClassVar[bool] = True
+
+
+if TYPE_CHECKING:
+
+    def _conforms(backend: MemoryBackend) -> Backend:
+        return backend

@@ -1,0 +1,269 @@
+"""The bookkeeping under :class:`durabl.MemoryBackend`: one record per job, the dedupe
+slots a record holds in each status, the moves between statuses that keep the two in
+step, and the fence and receipts of a claimed run. The Backend methods are in
+:mod:`durabl.stores.memory.backend`.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
+from durabl.model.exceptions import DedupeScopeConflictError
+from durabl.model.job import (
+    FAILURE_KINDS,
+    STATUSES,
+    TERMINAL_STATUSES,
+    BackoffKind,
+    DedupeScope,
+    FailureKind,
+    Job,
+    JobResult,
+    JobStatus,
+    JournalRecord,
+    LogEntry,
+    ResultStatus,
+    TerminalStatus,
+)
+from durabl.model.options import (
+    MAX_LOG_ENTRIES,
+    MAX_LOG_MESSAGE_BYTES,
+    RECEIPTS_KEPT,
+    NewJob,
+    clip_text,
+)
+
+_TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
+_JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+def _ms(value: datetime) -> datetime:
+    """``value`` as aware UTC cut to the millisecond, as MongoDB would store it."""
+    value = as_utc(value)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _portable(value: Any) -> Any:
+    """A fresh copy of a (validated) payload as a BSON round trip would return it:
+    tuples become lists, datetimes aware UTC milliseconds, subclasses their base type."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, datetime):
+        return _ms(value)
+    if isinstance(value, dict):
+        return {str.__str__(k): _portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_portable(v) for v in value]
+    return copy.deepcopy(value)
+
+
+@dataclass(eq=False)
+class _Record:
+    """One stored job, mutated in place under the backend's lock."""
+
+    id: str
+    seq: int
+    type: str
+    data: Any
+    status: JobStatus
+    priority: int
+    run_at: datetime
+    max_attempts: int
+    dedupe_key: str | None
+    dedupe_scope: DedupeScope | None
+    created_at: datetime
+    updated_at: datetime
+    backoff: BackoffKind
+    backoff_delay: float
+    backoff_max_delay: float
+    attempts: int = 0
+    fail_reason: str | None = None
+    failure_kind: FailureKind | None = None
+    finished_at: datetime | None = None
+    claim_token: str | None = None
+    heartbeat_at: datetime | None = None
+    lease_owner: str | None = None
+    #: Claimed ahead of a free worker, its start not recorded yet (see durabl.model.rules).
+    reserved: bool = False
+    unstarted_reaps: int = 0
+    logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
+    receipts: deque[tuple[str, str, ResultStatus]] = field(
+        default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
+    )
+    journal: list[JournalRecord] = field(default_factory=list)
+
+    def order(self) -> tuple[int, datetime, int]:
+        return (self.priority, self.run_at, self.seq)
+
+    def lease_before(self, cutoff: datetime) -> bool:
+        return self.heartbeat_at is not None and self.heartbeat_at < cutoff
+
+
+class MemoryStore:
+    """Records and dedupe slots, guarded by one re-entrant lock that callers hold. See
+    :class:`durabl.MemoryBackend` for the constructor's arguments."""
+
+    def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self.clock_skew_allowance = float(clock_skew_allowance)
+        self._lock = threading.RLock()
+        self._jobs: dict[str, _Record] = {}
+        self._seq = 0
+        # Dedupe slots, key -> job id: pending+active holds ``_live`` while pending or
+        # active; pending holds ``_pending`` while pending and ``_active`` while active.
+        self._live: dict[str, str] = {}
+        self._pending: dict[str, str] = {}
+        self._active: dict[str, str] = {}
+
+    # -- records and slots ----------------------------------------------------------------
+    def _clear(self) -> None:
+        with self._lock:
+            for table in (self._jobs, self._live, self._pending, self._active):
+                table.clear()
+
+    def _slots(self, scope: DedupeScope | None, status: str) -> dict[str, str] | None:
+        """The slot map a job of ``scope`` holds while in ``status`` (None: no slot)."""
+        if status == "pending":
+            return self._live if scope == "pending+active" else self._pending
+        if status == "active":
+            return self._live if scope == "pending+active" else self._active
+        return None
+
+    def _can_move(self, rec: _Record, status: str) -> bool:
+        """Whether ``rec`` could hold its slot for ``status`` (free or already its own)."""
+        slots = self._slots(rec.dedupe_scope, status)
+        if rec.dedupe_key is None or slots is None:
+            return True
+        return slots.get(rec.dedupe_key, rec.id) == rec.id
+
+    def _move(self, rec: _Record, status: JobStatus, now: datetime) -> None:
+        """Change status, moving the dedupe slot along; the caller checked _can_move."""
+        if rec.dedupe_key is not None:
+            old = self._slots(rec.dedupe_scope, rec.status)
+            if old is not None and old.get(rec.dedupe_key) == rec.id:
+                del old[rec.dedupe_key]
+            new = self._slots(rec.dedupe_scope, status)
+            if new is not None:
+                new[rec.dedupe_key] = rec.id
+        rec.status = status
+        rec.updated_at = now
+        if status != "active":
+            rec.claim_token = rec.heartbeat_at = rec.lease_owner = None
+            rec.reserved = False
+        if status in _TERMINAL:
+            rec.finished_at = now
+
+    def _check_scope(self, key: str, scope: DedupeScope) -> None:
+        """Raise when ``key`` has a live job under the other scope."""
+        if scope == "pending+active":
+            if key in self._pending or key in self._active:
+                raise DedupeScopeConflictError(key, scope, "pending")
+        elif key in self._live:
+            raise DedupeScopeConflictError(key, scope, "pending+active")
+
+    @staticmethod
+    def _snapshot(rec: _Record) -> Job[Any]:
+        values = {name: getattr(rec, name) for name in _JOB_FIELDS}
+        return Job(
+            **{
+                **values,
+                "data": copy.deepcopy(rec.data),
+                "logs": tuple(rec.logs),
+                "journal": tuple(copy.deepcopy(rec.journal)),
+            }
+        )
+
+    def _store(self, job: NewJob, now: datetime) -> _Record:
+        """A new pending record holding its pending slot (checked free by the caller)."""
+        self._seq += 1
+        rec = _Record(
+            id=uuid.uuid4().hex,
+            seq=self._seq,
+            type=job.type,
+            data=_portable(job.data),
+            status="pending",
+            priority=job.priority,
+            run_at=_ms(job.run_at) if job.run_at is not None else now,
+            max_attempts=job.max_attempts,
+            dedupe_key=job.dedupe_key,
+            dedupe_scope=job.scope_for_store,
+            created_at=now,
+            updated_at=now,
+            backoff=job.backoff.kind,
+            backoff_delay=job.backoff.delay,
+            backoff_max_delay=job.backoff.max_delay,
+        )
+        self._jobs[rec.id] = rec
+        slots = self._slots(rec.dedupe_scope, "pending")
+        if rec.dedupe_key is not None and slots is not None:
+            slots[rec.dedupe_key] = rec.id
+        return rec
+
+    def _select(
+        self,
+        status: str | None,
+        type: str | None,
+        failure_kind: str | None,
+        search: str | None,
+    ) -> list[_Record]:
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        if failure_kind is not None and failure_kind not in FAILURE_KINDS:
+            raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+        return [
+            r
+            for r in self._jobs.values()
+            if (status is None or r.status == status)
+            and (type is None or r.type == type)
+            and (failure_kind is None or r.failure_kind == failure_kind)
+            and (
+                not search
+                or r.id == search
+                or (r.dedupe_key is not None and r.dedupe_key.startswith(search))
+            )
+        ]
+
+    # -- fences and receipts --------------------------------------------------------------
+    def _fence(self, job_id: str, token: str, op: str) -> _Record | JobResult:
+        """The record when ``token`` holds the claim; else why the write misses: its own
+        earlier result, a terminal job, a lost lease, or no job at all."""
+        rec = self._jobs.get(job_id)
+        if rec is None:
+            return JobResult("not-found")
+        if rec.status == "active" and rec.claim_token == token:
+            return rec
+        for r_token, r_op, result in rec.receipts:
+            if r_token == token and r_op == op:
+                return JobResult(result)
+        terminal = _TERMINAL.get(rec.status)
+        if terminal is not None:
+            return JobResult("already-terminal", terminal)
+        return JobResult("lease-lost")
+
+    @staticmethod
+    def _add_logs(rec: _Record, logs: Sequence[LogEntry]) -> None:
+        rec.logs.extend(
+            LogEntry(_ms(e.at), clip_text(e.message, MAX_LOG_MESSAGE_BYTES)) for e in logs
+        )
+
+    def _applied(
+        self, rec: _Record, token: str, op: str, result: ResultStatus, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        self._add_logs(rec, logs)
+        rec.receipts.append((token, op, result))
+        return JobResult(result)

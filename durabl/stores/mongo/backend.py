@@ -1,0 +1,521 @@
+"""MongoJobQueue: the production backend. The only module family that talks to pymongo.
+
+The class is layered over three modules: :mod:`durabl.stores.mongo.store` (the collection, the
+mongomock guard, retries, the server clock, startup), :mod:`durabl.stores.mongo.operations`
+(the reaper and the operator queries) and this one (enqueue, claim, fenced writes, the
+journal and push pickup); :mod:`durabl.stores.mongo.bulk` builds ``complete_many``'s bulk write.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from durabl.model.exceptions import DedupeScopeConflictError, DurablError
+from durabl.model.job import (
+    FailureKind,
+    HeartbeatResult,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+    JournalRecord,
+    LogEntry,
+    handle_for,
+)
+from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.bulk import FencedBatch
+from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
+from durabl.stores.mongo.operations import MongoOperations
+from durabl.stores.mongo.retry import call_with_retries
+from durabl.stores.mongo.store import NO_RECEIPTS
+from durabl.stores.mongo.watcher import Watcher, open_watcher
+
+logger = logging.getLogger(__name__)
+
+
+class MongoJobQueue(MongoOperations):
+    """Jobs in one MongoDB collection.
+
+    ``use_change_streams`` asks for push pickup; ``startup()`` then refuses a server that
+    cannot provide it (see docs/change-streams.md). While the stream is up, processors on
+    the default poll interval poll every ``safety_poll_interval`` seconds; notifications
+    are batched for ``push_batch_window`` seconds (``push_settings`` holds the rest).
+    ``clock_skew_allowance`` (seconds) is added to every lease deadline the reaper checks,
+    on top of timestamps taken from the server's clock (default 2 s on a server, 0 on
+    mongomock).
+    """
+
+    supports_journal = True
+
+    def __repr__(self) -> str:
+        return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
+
+    # -- push and size --------------------------------------------------------------------
+    def open_push(self, listener: PushListener) -> Watcher:
+        """The change-stream watcher for a queue (not started): see
+        :mod:`durabl.stores.mongo.changestream`."""
+        if not self.supports_push:
+            raise DurablError("push pickup needs use_change_streams=True and startup()")
+        return open_watcher(self, listener)
+
+    def check_size(self, job: NewJob) -> None:
+        codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        now = self.now()
+        doc = codec.new_document(job, now)
+        codec.check_document_size(job.type, doc)
+        if not self._insert(doc):
+            return self._slot_taken(job, now)
+        if job.dedupe_key is not None:
+            self._check_scope_conflict(job, doc["_id"], {"status": "pending"})
+        return EnqueueResult(str(doc["_id"]))
+
+    def _insert(self, doc: dict[str, Any]) -> bool:
+        """Insert; False when a dedupe slot is taken. A repeat after an ambiguous failure
+        that finds its own document counts as success."""
+
+        attempts = 0
+
+        def insert() -> bool:
+            nonlocal attempts
+            attempts += 1
+            try:
+                self.col.insert_one(doc)
+            except DuplicateKeyError:
+                # A fresh ObjectId cannot collide on a first try: the clash is a dedupe slot.
+                # On a repeat, finding our own document means the first try went through.
+                return (
+                    attempts > 1 and self.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
+                )
+            return True
+
+        return self._call("enqueue", insert)
+
+    def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
+        if job.coalesce != "latest" or job.dedupe_key is None:
+            return EnqueueResult(None)
+        slot = codec.pending_slot(job.dedupe_scope)
+
+        def replace() -> bool:
+            result = self.col.update_one(
+                {slot: job.dedupe_key, "status": "pending", "type": job.type},
+                {"$set": {"data": job.data, "updated_at": now}},
+            )
+            return result.matched_count == 1
+
+        return EnqueueResult(None, coalesced=self._call("coalesce", replace))
+
+    def _check_scope_conflict(
+        self, job: NewJob, own_id: ObjectId, own_filter: Mapping[str, Any]
+    ) -> None:
+        """Both racers of a cross-scope pair see each other after inserting and back out."""
+        assert job.dedupe_key is not None
+        others = [{slot: job.dedupe_key} for slot in codec.other_scope_slots(job.dedupe_scope)]
+
+        def find() -> dict[str, Any] | None:
+            return self.col.find_one({"$or": others, "_id": {"$ne": own_id}}, {"dedupe_scope": 1})
+
+        other = self._call("dedupe scope check", find)
+        if other is None:
+            return
+        removed = self._call(
+            "dedupe scope back-out",
+            lambda: self.col.delete_one({"_id": own_id, **own_filter}).deleted_count,
+        )
+        if not removed:
+            logger.warning(
+                "job %s was claimed before its dedupe scope conflict could be backed out",
+                own_id,
+                extra={"job_id": str(own_id), "type": job.type},
+            )
+            return
+        raise DedupeScopeConflictError(
+            job.dedupe_key, job.dedupe_scope, other.get("dedupe_scope") or "unknown"
+        )
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        now = self.now()
+        if job.dedupe_key is not None and job.dedupe_scope == "pending":
+            # The pending slot decides: a pending follower already covers the work.
+            enq = self.enqueue(job)
+            if enq.job_id is None:
+                return InlineClaimResult(None, None, enq.coalesced)
+            handle, blocked = self._claim_one(
+                {"_id": ObjectId(enq.job_id), "status": "pending"}, now, lease_owner
+            )
+            if handle is None:
+                return InlineClaimResult(None, enq.job_id if blocked else None)
+            return InlineClaimResult(handle)
+        doc = codec.new_document(job, now)
+        codec.check_document_size(job.type, doc)
+        token = self._new_token()
+        doc.update(
+            status="active",
+            attempts=1,
+            claim_token=token,
+            claimed_at=now,
+            heartbeat_at=now,
+            lease_owner=lease_owner,
+        )
+        if not self._insert(doc):
+            return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
+        if job.dedupe_key is not None:
+            self._check_scope_conflict(job, doc["_id"], {"claim_token": token})
+        # Build the handle from what the store holds (lists for tuples, milliseconds), not
+        # from the caller's objects.
+        return InlineClaimResult(handle_for(codec.to_job(codec.round_trip(doc)), token, self))
+
+    # -- claiming -------------------------------------------------------------------------
+    @staticmethod
+    def _new_token() -> str:
+        return uuid.uuid4().hex
+
+    def _claim_update(
+        self, now: datetime, token: str, owner: str, reserve: bool = False
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "status": "active",
+            "claim_token": token,
+            "claimed_at": now,
+            "heartbeat_at": now,
+            "updated_at": now,
+            "lease_owner": owner,
+        }
+        if reserve:
+            fields["reserved"] = True
+        return {
+            "$set": fields,
+            "$inc": {"attempts": 1},
+            "$rename": {PENDING_SLOT: ACTIVE_SLOT},
+        }
+
+    def _claim_one(
+        self, query: Mapping[str, Any], now: datetime, owner: str, reserve: bool = False
+    ) -> tuple[JobHandle[Any] | None, bool]:
+        """One atomic claim. Returns (handle, blocked): blocked means the candidate is a
+        ``pending``-scope follower whose key already has an active run."""
+        token = self._new_token()
+
+        def claim() -> tuple[JobHandle[Any] | None, bool]:
+            try:
+                doc = self.col.find_one_and_update(
+                    query,
+                    self._claim_update(now, token, owner, reserve),
+                    sort=[("priority", 1), ("run_at", 1), ("_id", 1)],
+                    projection=NO_RECEIPTS,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                return None, True
+            if doc is None:
+                return None, False
+            return handle_for(codec.to_job(doc), token, self), False
+
+        # Not repeated on transient errors: a claim that applied but whose reply was lost
+        # would claim a second job; the lost one comes back through the reaper.
+        return self._call("claim", claim, retry=False)
+
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        now = self.now()
+        claimed: list[JobHandle[Any]] = []
+        skipped: list[ObjectId] = []
+        while len(claimed) < limit:
+            query: dict[str, Any] = {"status": "pending", "type": type, "run_at": {"$lte": now}}
+            if skipped:
+                query["_id"] = {"$nin": skipped}
+            reserve = starting is not None and len(claimed) >= starting
+            handle, blocked = self._claim_one(query, now, lease_owner, reserve)
+            if handle is not None:
+                claimed.append(handle)
+                continue
+            if not blocked:
+                break
+            skipped.append(self._blocked_candidate(query))
+        return claimed
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        if not claims:
+            return
+        tokens = [token for _, token in claims]  # random per claim: the token alone fences
+        self._call(
+            "mark_started",
+            lambda: self.col.update_many(
+                {"status": "active", "claim_token": {"$in": tokens}},
+                {"$unset": {"reserved": ""}},
+            ),
+        )
+
+    def _blocked_candidate(self, query: Mapping[str, Any]) -> ObjectId:
+        """The job a claim just failed on (the first candidate in claim order)."""
+
+        def find() -> ObjectId:
+            doc = self.col.find_one(
+                query, {"_id": 1}, sort=[("priority", 1), ("run_at", 1), ("_id", 1)]
+            )
+            return doc["_id"] if doc else ObjectId()
+
+        return self._call("claim", find)
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        now = self.now()
+        query = {
+            "$or": [{PENDING_SLOT: dedupe_key}, {LIVE_SLOT: dedupe_key}],
+            "status": "pending",
+            "type": type,
+            "run_at": {"$lte": now},
+        }
+        handle, _ = self._claim_one(query, now, lease_owner)
+        return handle
+
+    # -- fenced writes --------------------------------------------------------------------
+    def _push_logs(self, update: dict[str, Any], logs: Sequence[LogEntry]) -> None:
+        if logs:
+            update.setdefault("$push", {})["logs"] = {
+                "$each": codec.log_documents(logs),
+                "$slice": -MAX_LOG_ENTRIES,
+            }
+
+    def _receipt(self, update: dict[str, Any], token: str, op: str, result: str) -> None:
+        update.setdefault("$push", {})["receipts"] = {
+            "$each": [{"t": token, "op": op, "r": result}],
+            "$slice": -RECEIPTS_KEPT,
+        }
+
+    def _resolve_miss(self, job_id: ObjectId, token: str, op: str) -> JobResult:
+        """Why a fenced write matched nothing: its own earlier result, a terminal job, a
+        lost lease, or no job at all."""
+        doc = self.col.find_one({"_id": job_id}, {"status": 1, "receipts": 1})
+        if doc is None:
+            return JobResult("not-found")
+        for receipt in doc.get("receipts") or ():
+            if receipt.get("t") == token and receipt.get("op") == op:
+                return JobResult(receipt["r"])
+        if doc["status"] in ("completed", "failed", "superseded"):
+            return JobResult("already-terminal", doc["status"])
+        return JobResult("lease-lost")
+
+    def _fenced(
+        self,
+        job_id: str,
+        token: str,
+        op: str,
+        result: str,
+        update: dict[str, Any],
+        logs: Sequence[LogEntry],
+        *,
+        on_duplicate: Callable[[ObjectId], JobResult] | None = None,
+        timeout: float | None = None,
+    ) -> JobResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return JobResult("not-found")
+        self._push_logs(update, logs)
+        self._receipt(update, token, op, result)
+
+        def write() -> JobResult:
+            try:
+                res = self.col.update_one(
+                    {"_id": oid, "claim_token": token, "status": "active"}, update
+                )
+            except DuplicateKeyError:
+                if on_duplicate is None:
+                    raise
+                return on_duplicate(oid)
+            if res.matched_count == 1:
+                return JobResult(result)  # type: ignore[arg-type]
+            return self._resolve_miss(oid, token, op)
+
+        def guarded() -> JobResult:
+            with self._guard(timeout):
+                return write()
+
+        if timeout is None:
+            return call_with_retries(op, guarded)
+        with self._bounded(timeout):
+            return call_with_retries(op, guarded, max_seconds=timeout)
+
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return "lease-lost"
+        update: dict[str, Any] = {"$set": {"heartbeat_at": self.now()}}
+        self._push_logs(update, logs)
+
+        def beat() -> HeartbeatResult:
+            res = self.col.update_one(
+                {"_id": oid, "claim_token": token, "status": "active"}, update
+            )
+            return "applied" if res.matched_count == 1 else "lease-lost"
+
+        return self._call("heartbeat", beat)
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        update = self._terminal_update("completed", self.now())
+        return self._fenced(job_id, token, "complete", "completed", update, logs)
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """The whole batch in one unordered ``bulk_write``: per completion, the update and
+        receipt :meth:`complete` writes, fenced on its own token. When every update
+        matched, all are ``completed``; else each is resolved from its job's receipts,
+        which also answers a repeat of a batch whose reply was lost. A write error on
+        one update raises as :meth:`complete` would; a repeat answers the rest."""
+        if not completions:
+            return []
+        now = self.now()
+
+        def update(completion: Completion) -> dict[str, Any]:
+            doc = self._terminal_update("completed", now)
+            self._push_logs(doc, completion.logs)
+            self._receipt(doc, completion.token, "complete", "completed")
+            return doc
+
+        batch = FencedBatch.of(completions, update, mongomock=self._mock)
+        requests = batch.requests
+
+        def write() -> list[JobResult]:
+            if self.col.bulk_write(requests, ordered=False).matched_count == len(requests):
+                return [JobResult("completed")] * len(requests)
+            return [self._resolve_miss(oid, token, "complete") for oid, token in batch.fences]
+
+        return batch.answers(self._call("complete_many", write) if requests else [])
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        update = self._terminal_update(
+            "failed", self.now(), fail_reason=codec.clip_reason(reason), failure_kind="fatal"
+        )
+        return self._fenced(job_id, token, "fail-fatal", "failed-terminal", update, logs)
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return JobResult("not-found")
+        now = self.now()
+        reason = codec.clip_reason(reason)
+        doc = self._call(
+            "fail",
+            lambda: self.col.find_one(
+                {"_id": oid, "claim_token": token, "status": "active"},
+                {"attempts": 1, "max_attempts": 1},
+            ),
+        )
+        if doc is None:
+            return self._call("fail", lambda: self._resolve_miss(oid, token, "fail"))
+        if doc["attempts"] >= doc["max_attempts"]:
+            update = self._terminal_update(
+                "failed", now, fail_reason=reason, failure_kind=exhausted
+            )
+            return self._fenced(job_id, token, "fail", "failed-terminal", update, logs)
+        update = self._back_to_pending(now, run_at=retry_at, fail_reason=reason)
+        return self._fenced(
+            job_id,
+            token,
+            "fail",
+            "retry-scheduled",
+            update,
+            logs,
+            on_duplicate=lambda oid: self._supersede(
+                oid, token, "fail", now, logs, fail_reason=reason
+            ),
+        )
+
+    def _supersede(
+        self,
+        oid: ObjectId,
+        token: str,
+        op: str,
+        now: datetime,
+        logs: Sequence[LogEntry],
+        **fields: Any,
+    ) -> JobResult:
+        """A pending follower already holds the key: it covers this job's work."""
+        update = self._terminal_update("superseded", now, **fields)
+        self._push_logs(update, logs)
+        self._receipt(update, token, op, "superseded")
+        res = self.col.update_one({"_id": oid, "claim_token": token, "status": "active"}, update)
+        if res.matched_count == 1:
+            return JobResult("superseded")
+        return self._resolve_miss(oid, token, op)
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        now = self.now()
+        update = (
+            self._back_to_pending(now)
+            if run_at is None
+            else self._back_to_pending(now, run_at=run_at)
+        )
+        update["$inc"] = {"attempts": -1}
+        return self._fenced(
+            job_id,
+            token,
+            "release",
+            "released",
+            update,
+            logs,
+            on_duplicate=lambda oid: self._supersede(oid, token, "release", now, logs),
+            timeout=timeout,
+        )
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return "lease-lost"
+        fence: dict[str, Any] = {"_id": oid, "claim_token": token, "status": "active"}
+        # The journal must hold exactly ``position`` entries: a repeat of an append whose
+        # reply was lost misses here instead of appending twice.
+        query: dict[str, Any] = {**fence, f"journal.{position}": {"$exists": False}}
+        if position > 0:
+            query[f"journal.{position - 1}"] = {"$exists": True}
+        update = {"$push": {"journal": {"$each": [dict(r) for r in records]}}}
+        last = position + len(records) - 1
+
+        def write() -> JournalAppendResult:
+            if self.col.update_one(query, update).matched_count == 1:
+                return "applied"
+            # Only the claim holder appends: entries past ``position`` are this append.
+            repeat = {**fence, f"journal.{last}": {"$exists": True}}
+            return "applied" if self.col.find_one(repeat, {"_id": 1}) else "lease-lost"
+
+        return self._call("append_journal", write)

@@ -1,0 +1,131 @@
+"""Documents <-> durabl data types, and the document-size budget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import bson
+from bson import ObjectId
+from bson.codec_options import CodecOptions
+
+from durabl.model.clock import as_utc
+from durabl.model.exceptions import DocumentTooLargeError
+from durabl.model.job import Job, LogEntry
+from durabl.model.options import (
+    MAX_DOCUMENT_BYTES,
+    MAX_FAIL_REASON_BYTES,
+    MAX_JOB_DOCUMENT,
+    MAX_LOG_MESSAGE_BYTES,
+    NewJob,
+    clip_text,
+)
+
+MAX_BSON_DOCUMENT = MAX_DOCUMENT_BYTES
+_CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True)
+
+# Dedupe slot fields: each has a unique partial index; a slot is set only while the job
+# holds it. pending+active uses one live slot; pending uses a pending and an active slot.
+LIVE_SLOT = "live_slot"
+PENDING_SLOT = "pending_slot"
+ACTIVE_SLOT = "active_slot"
+SLOTS = (LIVE_SLOT, PENDING_SLOT, ACTIVE_SLOT)
+LEASE_FIELDS = ("claim_token", "heartbeat_at", "claimed_at", "lease_owner", "reserved")
+"""Fields that hold only while a job is active (``reserved``: see :mod:`durabl.model.rules`)."""
+
+
+def pending_slot(scope: str) -> str:
+    return LIVE_SLOT if scope == "pending+active" else PENDING_SLOT
+
+
+def active_slot(scope: str) -> str:
+    return LIVE_SLOT if scope == "pending+active" else ACTIVE_SLOT
+
+
+def other_scope_slots(scope: str) -> tuple[str, ...]:
+    return (PENDING_SLOT, ACTIVE_SLOT) if scope == "pending+active" else (LIVE_SLOT,)
+
+
+def parse_id(job_id: str) -> ObjectId | None:
+    try:
+        return ObjectId(job_id)
+    except (bson.errors.InvalidId, TypeError):
+        return None
+
+
+def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "_id": ObjectId(),
+        "type": job.type,
+        "data": job.data,
+        "status": "pending",
+        "priority": job.priority,
+        "run_at": job.run_at or now,
+        "attempts": 0,
+        "max_attempts": job.max_attempts,
+        "created_at": now,
+        "updated_at": now,
+        "backoff": {
+            "kind": job.backoff.kind,
+            "delay": job.backoff.delay,
+            "max_delay": job.backoff.max_delay,
+        },
+    }
+    if job.dedupe_key is not None:
+        doc["dedupe_key"] = job.dedupe_key
+        doc["dedupe_scope"] = job.dedupe_scope
+        doc[pending_slot(job.dedupe_scope)] = job.dedupe_key
+    return doc
+
+
+def round_trip(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as the server would return it: a fresh copy, BSON types and precision."""
+    return bson.decode(bson.encode(doc), codec_options=_CODEC)
+
+
+def document_size(doc: Mapping[str, Any]) -> int:
+    return len(bson.encode(doc))
+
+
+def check_document_size(job_type: str, doc: Mapping[str, Any]) -> None:
+    size = document_size(doc)
+    if size > MAX_JOB_DOCUMENT:
+        raise DocumentTooLargeError(
+            f"job of type {job_type!r} is {size} bytes; a job document may hold at most "
+            f"{MAX_JOB_DOCUMENT} bytes (MongoDB's 16 MB limit less room for logs and the "
+            "failure reason). Store large data elsewhere and enqueue a reference to it."
+        )
+
+
+def log_documents(logs: Sequence[LogEntry]) -> list[dict[str, Any]]:
+    return [{"at": e.at, "msg": clip_text(e.message, MAX_LOG_MESSAGE_BYTES)} for e in logs]
+
+
+def clip_reason(reason: str) -> str:
+    return clip_text(reason, MAX_FAIL_REASON_BYTES)
+
+
+def to_job(doc: Mapping[str, Any]) -> Job[Any]:
+    backoff = doc.get("backoff") or {}
+    return Job(
+        id=str(doc["_id"]),
+        type=doc["type"],
+        data=doc.get("data"),
+        status=doc["status"],
+        priority=doc.get("priority", 0),
+        run_at=as_utc(doc["run_at"]),
+        attempts=doc.get("attempts", 0),
+        max_attempts=doc.get("max_attempts", 1),
+        dedupe_key=doc.get("dedupe_key"),
+        dedupe_scope=doc.get("dedupe_scope"),
+        created_at=as_utc(doc["created_at"]),
+        updated_at=as_utc(doc["updated_at"]),
+        fail_reason=doc.get("fail_reason"),
+        failure_kind=doc.get("failure_kind"),
+        logs=tuple(LogEntry(as_utc(e["at"]), e["msg"]) for e in doc.get("logs") or ()),
+        backoff=backoff.get("kind", "exponential"),
+        backoff_delay=float(backoff.get("delay", 1.0)),
+        backoff_max_delay=float(backoff.get("max_delay", 300.0)),
+        journal=tuple(doc.get("journal") or ()),
+    )

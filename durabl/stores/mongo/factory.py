@@ -1,0 +1,106 @@
+"""MongoJobQueue from a URL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pymongo import MongoClient
+from pymongo.errors import ConfigurationError, InvalidName, InvalidURI
+
+from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.stores.mongo.backend import MongoJobQueue
+from durabl.stores.mongo.retry import is_dns_failure
+
+DEFAULT_DATABASE = "durabl"
+
+_mock_lock = threading.Lock()
+_mock_client: Any = None
+
+
+def mongomock_client() -> Any:
+    """One mongomock client per process: two clients would not share data."""
+    global _mock_client
+    with _mock_lock:
+        if _mock_client is None:
+            try:
+                import mongomock
+            except ImportError as exc:
+                raise DurablError(
+                    "mongomock:// needs the mongomock package (pip install 'durabl[test]')"
+                ) from exc
+            _mock_client = mongomock.MongoClient(tz_aware=True)
+        return _mock_client
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages and logs)."""
+    scheme, sep, rest = url.partition("://")
+    netloc_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    userinfo, at, hosts = rest[:netloc_end].rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{hosts}{rest[netloc_end:]}"
+
+
+def _database_from_path(url: str) -> str | None:
+    path = urlsplit(url).path.lstrip("/")
+    return unquote(path) or None
+
+
+def _mock_database(url: str) -> str | None:
+    """``mongomock:///app``, ``mongomock://host/app`` or plain ``mongomock://app``."""
+    parts = urlsplit(url)
+    return unquote(parts.path.lstrip("/")) or unquote(parts.netloc) or None
+
+
+def from_url(
+    url: str,
+    *,
+    database: str | None = None,
+    collection: str = "durabl_jobs",
+    use_change_streams: bool = False,
+    clock_skew_allowance: float | None = None,
+    **client_options: Any,
+) -> MongoJobQueue:
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "mongomock":
+        db_name = database or _mock_database(url) or DEFAULT_DATABASE
+        if client_options:
+            raise ValueError(f"mongomock:// takes no client options: {sorted(client_options)}")
+        try:
+            return MongoJobQueue(
+                mongomock_client()[db_name],
+                collection,
+                use_change_streams=use_change_streams,
+                clock_skew_allowance=clock_skew_allowance,
+            )
+        except InvalidName as exc:
+            raise ValueError(f"not a usable database or collection name: {exc}") from exc
+    try:
+        # connect=False: no socket and no monitor thread until the first operation, so a
+        # backend can be built at import or in AppConfig.ready() for free.
+        client_options.setdefault("connect", False)
+        client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True, **client_options)
+    except ConfigurationError as exc:
+        if is_dns_failure(exc):  # pymongo before 4.11 resolves mongodb+srv:// names here
+            raise BackendUnavailableError(
+                f"MongoDB unavailable: the DNS lookup for {redact_url(url)} failed: {exc}"
+            ) from exc
+        raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
+    except (InvalidURI, ValueError) as exc:
+        raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
+    db_name = database or _database_from_path(url) or DEFAULT_DATABASE
+    try:
+        return MongoJobQueue(
+            client[db_name],
+            collection,
+            use_change_streams=use_change_streams,
+            clock_skew_allowance=clock_skew_allowance,
+            owns_client=True,
+        )
+    except InvalidName as exc:
+        client.close()
+        raise ValueError(f"not a usable database or collection name: {exc}") from exc

@@ -1,0 +1,76 @@
+"""The indexes every query needs, created idempotently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pymongo.collection import Collection
+
+from durabl.model.exceptions import DurablError
+from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    name: str
+    keys: list[tuple[str, int]]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _slot(name: str, slot: str) -> IndexSpec:
+    return IndexSpec(
+        name,
+        [(slot, 1)],
+        {"unique": True, "partialFilterExpression": {slot: {"$exists": True}}},
+    )
+
+
+INDEXES: tuple[IndexSpec, ...] = (
+    # The claim: equality on type, sort by priority then run_at, range on run_at, only
+    # over pending jobs.
+    IndexSpec(
+        "durabl_claim",
+        [("type", 1), ("priority", 1), ("run_at", 1), ("_id", 1)],
+        {"partialFilterExpression": {"status": "pending"}},
+    ),
+    # The reaper: active jobs by last renewal.
+    IndexSpec(
+        "durabl_lease",
+        [("heartbeat_at", 1)],
+        {"partialFilterExpression": {"status": "active"}},
+    ),
+    # Dedupe: one slot per kind of exclusion, set only while the job holds it.
+    _slot("durabl_dedupe_live", LIVE_SLOT),
+    _slot("durabl_dedupe_pending", PENDING_SLOT),
+    _slot("durabl_dedupe_active", ACTIVE_SLOT),
+    # Stats per type and status; oldest due pending job per type.
+    IndexSpec("durabl_type_status", [("type", 1), ("status", 1), ("run_at", 1)]),
+    # Failed jobs newest first; counts by status across types.
+    IndexSpec("durabl_status_finished", [("status", 1), ("finished_at", -1)]),
+)
+
+
+def ensure_indexes(col: Collection[dict[str, Any]], *, mongomock: bool = False) -> None:
+    """Create what is missing. An index of ours with another definition is an error to fix
+    by hand, never silently dropped (it may be in use).
+
+    mongomock ignores a partial filter while it builds a unique index over existing
+    documents (every job without a slot would clash); there, the slot indexes are also
+    marked sparse, which means the same for an ``$exists`` filter. A real server refuses
+    sparse together with a partial filter, so it never gets that option.
+    """
+    existing = col.index_information()
+    for spec in INDEXES:
+        found = existing.get(spec.name)
+        if found is not None:
+            if [tuple(k) for k in found["key"]] != [tuple(k) for k in spec.keys]:
+                raise DurablError(
+                    f"index {spec.name!r} on {col.full_name} has keys {found['key']}, "
+                    f"expected {spec.keys}; drop it so startup() can recreate it"
+                )
+            continue
+        options = dict(spec.options)
+        if mongomock and options.get("unique"):
+            options["sparse"] = True
+        col.create_index(spec.keys, name=spec.name, **options)

@@ -1,0 +1,263 @@
+"""MongoOperations: the reaper and the operator side of a MongoJobQueue (lookups, listing,
+counts, retry, delete, stats): nothing here runs under a caller's claim."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from durabl.model.clock import as_utc
+from durabl.model.job import FAILURE_KINDS, STATUSES, FailureKind, Job, QueueStats, ReapReport
+from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.codec import SLOTS
+from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
+
+
+class MongoOperations(MongoStore):
+    """Reaping, queries and operations over the collection :class:`MongoStore` opens."""
+
+    # -- recovery -------------------------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        now = self.now()
+        cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
+        stuck = self._call(
+            "reap",
+            lambda: list(
+                self.col.find(
+                    {"status": "active", "heartbeat_at": {"$lt": cutoff}},
+                    {
+                        "claim_token": 1,
+                        "attempts": 1,
+                        "max_attempts": 1,
+                        "type": 1,
+                        "reserved": 1,
+                        "unstarted_reaps": 1,
+                    },
+                )
+                .sort("heartbeat_at", 1)
+                .limit(limit)
+            ),
+        )
+        recovered = stalled = superseded = 0
+        ids: list[str] = []
+        for doc in stuck:
+            outcome = self._reap_one(doc, cutoff, now)
+            if outcome is None:
+                continue
+            ids.append(str(doc["_id"]))
+            if outcome == "stalled":
+                stalled += 1
+            elif outcome == "superseded":
+                superseded += 1
+            else:
+                recovered += 1
+        return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, tuple(ids))
+
+    def _reap_one(self, doc: Mapping[str, Any], cutoff: datetime, now: datetime) -> str | None:
+        query = {
+            "_id": doc["_id"],
+            "status": "active",
+            "claim_token": doc.get("claim_token"),
+            "heartbeat_at": {"$lt": cutoff},
+        }
+        decision = reap_decision(
+            doc["attempts"],
+            doc["max_attempts"],
+            reserved=bool(doc.get("reserved")),
+            unstarted_reaps=doc.get("unstarted_reaps", 0),
+        )
+        outcome = "recovered"
+        if decision == "stall":
+            update = self._terminal_update(
+                "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
+            )
+            outcome = "stalled"
+        else:
+            update = self._back_to_pending(now, run_at=now)
+            if decision == "refund":
+                update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
+
+        def write() -> str | None:
+            try:
+                res = self.col.update_one(query, update)
+            except DuplicateKeyError:
+                res = self.col.update_one(query, self._terminal_update("superseded", now))
+                return "superseded" if res.matched_count else None
+            return outcome if res.matched_count else None
+
+        return self._call("reap", write)
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        total = 0
+        while True:
+            report = self.reap(visibility_timeout)
+            total += report.handled
+            if not report.saturated or not report.handled:
+                return total
+
+    # -- queries and operations -----------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}
+        return (
+            self._call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
+        )
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return None
+        doc = self._call("get_job", lambda: self.col.find_one({"_id": oid}, NO_RECEIPTS))
+        return codec.to_job(doc) if doc else None
+
+    def _list_query(
+        self,
+        status: str | None,
+        type: str | None,
+        failure_kind: str | None,
+        search: str | None,
+    ) -> dict[str, Any]:
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        if failure_kind is not None and failure_kind not in FAILURE_KINDS:
+            raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+        query: dict[str, Any] = {}
+        if status is not None:
+            query["status"] = status
+        if type is not None:
+            query["type"] = type
+        if failure_kind is not None:
+            query["failure_kind"] = failure_kind
+        if search:
+            terms: list[dict[str, Any]] = [
+                {"dedupe_key": {"$regex": "^" + re.escape(search)}},
+            ]
+            oid = codec.parse_id(search)
+            if oid is not None:
+                terms.append({"_id": oid})
+            query["$or"] = terms
+        return query
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        if limit < 0 or offset < 0:
+            raise ValueError("limit and offset must not be negative")
+        query = self._list_query(status, type, failure_kind, search)
+        order = [("finished_at", -1), ("_id", -1)] if status == "failed" else [("_id", -1)]
+
+        def fetch() -> list[Job[Any]]:
+            cursor = self.col.find(query, NO_RECEIPTS).sort(order).skip(offset).limit(limit)
+            return [codec.to_job(doc) for doc in cursor]
+
+        return self._call("list_jobs", fetch)
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        query = self._list_query(status, type, failure_kind, search)
+        return self._call("count_jobs", lambda: self.col.count_documents(query))
+
+    def retry(self, job_id: str) -> bool:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return False
+        now = self.now()
+
+        def write() -> bool:
+            doc = self.col.find_one(
+                {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
+            )
+            if doc is None:
+                return False
+            fields: dict[str, Any] = {
+                "status": "pending",
+                "attempts": 0,
+                "run_at": now,
+                "updated_at": now,
+            }
+            key = doc.get("dedupe_key")
+            if key is not None:
+                scope = doc.get("dedupe_scope") or "pending+active"
+                others = [{slot: key} for slot in codec.other_scope_slots(scope)]
+                if self.col.find_one({"$or": others}, {"_id": 1}) is not None:
+                    return False  # the key is live under the other scope
+                fields[codec.pending_slot(scope)] = key
+            try:
+                res = self.col.update_one(
+                    {"_id": oid, "status": "failed"},
+                    {"$set": fields, "$unset": {"failure_kind": "", "finished_at": ""}},
+                )
+            except DuplicateKeyError:
+                return False
+            return res.modified_count == 1
+
+        # Not repeated: a retry that applied but lost its reply would report False.
+        return self._call("retry", write, retry=False)
+
+    def delete(self, job_id: str) -> bool:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return False
+        return bool(
+            self._call(
+                "delete",
+                lambda: (
+                    self.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count
+                ),
+            )
+        )
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        now = self.now()
+        base: dict[str, Any] = {} if type is None else {"type": type}
+
+        def read() -> QueueStats:
+            counts = {s: self.col.count_documents({**base, "status": s}) for s in STATUSES}
+            by_kind: dict[str, int] = {
+                kind: n
+                for kind in FAILURE_KINDS
+                if (
+                    n := self.col.count_documents(
+                        {**base, "status": "failed", "failure_kind": kind}
+                    )
+                )
+            }
+            oldest = self.col.find_one(
+                {**base, "status": "pending", "run_at": {"$lte": now}},
+                {"run_at": 1},
+                sort=[("run_at", 1)],
+            )
+            oldest_at = as_utc(oldest["run_at"]) if oldest else None
+            lag = max((now - oldest_at).total_seconds(), 0.0) if oldest_at else 0.0
+            return QueueStats(
+                pending=counts["pending"],
+                active=counts["active"],
+                completed=counts["completed"],
+                failed=counts["failed"],
+                superseded=counts["superseded"],
+                oldest_pending_run_at=oldest_at,
+                oldest_pending_lag=lag,
+                failed_by_kind=by_kind,
+            )
+
+        return self._call("get_stats", read)
+
+    def job_types(self) -> list[str]:
+        return sorted(self._call("job_types", lambda: self.col.distinct("type")))

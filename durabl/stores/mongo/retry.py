@@ -1,0 +1,97 @@
+"""Bounded, jittered retries of operations that are safe to repeat, and error translation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from pymongo.errors import (
+    AutoReconnect,
+    ConfigurationError,
+    ConnectionFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from durabl.model.exceptions import BackendUnavailableError, DurablError
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+RETRY_ATTEMPTS = 4
+RETRY_MAX_SECONDS = 10.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """AutoReconnect covers NotPrimaryError and network timeouts. Server selection already
+    waited its own timeout, so repeating it would only multiply the wait."""
+    return isinstance(exc, AutoReconnect) and not isinstance(exc, ServerSelectionTimeoutError)
+
+
+def call_with_retries(
+    operation: str,
+    fn: Callable[[], R],
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    max_seconds: float = RETRY_MAX_SECONDS,
+) -> R:
+    """Run ``fn``; repeat it on transient errors, up to a bound, with jittered backoff.
+
+    Only for operations that are safe to repeat (reads, fenced or receipted writes,
+    inserts with a client-made id). The last transient error becomes a
+    :class:`BackendUnavailableError`.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
+        reraise=False,
+        before_sleep=lambda state: logger.warning(
+            "transient MongoDB error during %s, retrying (attempt %d): %s",
+            operation,
+            state.attempt_number,
+            state.outcome.exception() if state.outcome else None,
+        ),
+    )
+    try:
+        return retrying(fn)
+    except RetryError as exc:
+        cause = exc.last_attempt.exception()
+        assert cause is not None
+        raise translate(operation, cause) from cause
+    except PyMongoError as exc:
+        raise translate(operation, exc) from exc
+
+
+def is_dns_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the host of a ``mongodb+srv://`` URL did not resolve: pymongo
+    reports that as a ``ConfigurationError`` raised from dnspython's error (at the first
+    operation; before pymongo 4.11, when the client is made)."""
+    cause = exc.__cause__
+    return (
+        isinstance(exc, ConfigurationError)
+        and cause is not None
+        and type(cause).__module__.partition(".")[0] == "dns"
+    )
+
+
+def translate(operation: str, exc: BaseException) -> DurablError:
+    """A durabl error for a pymongo one: callers handle ours, not the driver's."""
+    if isinstance(exc, ConnectionFailure):
+        return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")
+    if is_dns_failure(exc):
+        return BackendUnavailableError(
+            f"MongoDB unavailable during {operation}: the DNS lookup of the mongodb+srv:// "
+            f"host failed: {exc}"
+        )
+    return DurablError(f"MongoDB error during {operation}: {exc}")

@@ -1,0 +1,577 @@
+"""The change-stream watcher: notifications in, wake-ups out (one thread per queue).
+
+The stream, the look-ups and the clock are injected, so tests drive :class:`Watcher` step
+by step against a scripted stream; :func:`open_watcher` wires it to a MongoDB collection.
+The pipeline and the rules it follows are in :mod:`durabl.stores.mongo.changestream`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import pymongo
+from pymongo.errors import PyMongoError
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
+
+from durabl.model.clock import Clock, as_utc
+from durabl.model.exceptions import DurablError
+from durabl.model.job import JobEvent, PickupMode
+from durabl.stores.base import PushListener, PushStatus
+from durabl.stores.mongo.changestream import (
+    THREAD_NAME,
+    ChangeStreamInvalidated,
+    ChangeStreamLike,
+    ErrorKind,
+    Lookup,
+    NextRunAt,
+    OpenStream,
+    PushSettings,
+    TimerQueue,
+    Token,
+    claimable_pipeline,
+    classify,
+)
+
+if TYPE_CHECKING:
+    from durabl.stores.mongo.backend import MongoJobQueue
+
+logger = logging.getLogger(__name__)
+
+
+class _Stopped(Exception):
+    """The watcher is stopping: end the reconnect loop without falling back."""
+
+
+# -- the watcher --------------------------------------------------------------------------------
+State = Literal["idle", "connecting", "push", "reconnecting", "fallback", "closed"]
+
+
+class Watcher:
+    """Reads a change stream and wakes the processors it concerns.
+
+    Every dependency is injected, so tests drive it step by step with a fake clock and a
+    scripted stream: :meth:`poll_once` is one step (connect, or read one notification, then
+    route a batch whose window has passed and fire due timers); :meth:`handle` processes
+    one change event. :meth:`start` runs the steps on a thread until :meth:`stop`, until
+    the queue shuts down, or until the watcher falls back to polling.
+    """
+
+    def __init__(
+        self,
+        open_stream: OpenStream,
+        listener: PushListener,
+        *,
+        clock: Clock,
+        lookup: Lookup,
+        next_run_at: NextRunAt,
+        now: Callable[[], datetime] | None = None,
+        settings: PushSettings | None = None,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        self.settings = settings or PushSettings()
+        self._open_stream = open_stream
+        self._listener = listener
+        self._clock = clock
+        self._now = now or clock.now
+        self._lookup = lookup
+        self._next_run_at = next_run_at
+        self._stop = threading.Event()
+        self._sleep: Callable[[float], object] = sleep or self._stop.wait
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._state: State = "idle"
+        self._reason = "the watcher has not started"
+        self._closed = False
+        # Stream position.
+        self._stream: ChangeStreamLike | None = None
+        self._token: Token | None = None
+        self._start_after: Token | None = None
+        self._attempt = 0
+        self._last_kind: ErrorKind = "fatal"
+        self._connected_once = False
+        # Routing.
+        self._types: frozenset[str] = frozenset()
+        self._discovered: set[str] = set()  # types whose stored future jobs were read back
+        self._timers = TimerQueue(self.settings.timer_capacity)
+        self._incomplete: set[str] = set()  # types whose future jobs may be missing above
+        self._warned_full = False
+        self._batch_started: float | None = None
+        self._due: Counter[str] = Counter()
+        self._lookup_ids: list[Any] = []
+        self._wake_all = False
+        self._idle = False
+        # Counters for status().
+        self.notifications = 0
+        self.reconnects = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._closed:
+                return
+            self._thread = threading.Thread(target=self.run, name=THREAD_NAME, daemon=True)
+            thread = self._thread
+        thread.start()
+
+    def stop(self, timeout: float) -> bool:
+        """Stop, and join the thread for at most ``timeout`` seconds (the thread closes
+        the stream itself). True when it has ended."""
+        self._stop.set()
+        thread = self._thread
+        if thread is None:
+            self.close()
+            return True
+        if thread is threading.current_thread():
+            return True  # called from an event sink on this thread: it ends right after
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def run(self) -> None:
+        """The thread: steps until stopped or fallen back, then closes the stream."""
+        min_step = self.settings.await_seconds / 4
+        try:
+            while True:
+                started = self._clock.monotonic()
+                if not self.poll_once():
+                    break
+                # A getMore normally waits on the server; never spin if one does not.
+                if self._idle and self._clock.monotonic() - started < min_step:
+                    self._stop.wait(min_step)
+        except Exception as exc:  # a bug here must never stop pickup: poll instead
+            logger.exception("the change-stream watcher failed")
+            self._fall_back(f"the watcher failed: {exc!r}", exc)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the stream and emit ``changestream-closed`` (once)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            fell_back = self._state == "fallback"
+        self._close_stream()
+        self._clear_routing()
+        if not fell_back:
+            self._set_state("closed", "the change stream was closed (shutdown)")
+        self._emit("changestream-closed", reason="fallback" if fell_back else "shutdown")
+
+    def status(self) -> PushStatus:
+        with self._lock:
+            state, reason = self._state, self._reason
+        pickup: PickupMode = "push" if state == "push" else "poll"
+        details = {
+            "state": state,
+            "timers": len(self._timers),
+            "timers_dropped": self._timers.dropped,
+            "notifications": self.notifications,
+            "reconnects": self.reconnects,
+        }
+        return PushStatus(pickup, reason, details)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def resume_token(self) -> Token | None:
+        return self._token
+
+    @property
+    def timers(self) -> TimerQueue:
+        return self._timers
+
+    # -- one step -------------------------------------------------------------------------
+    def poll_once(self) -> bool:
+        """One step: connect (with backoff) when there is no stream, else read at most one
+        notification (one ``getMore`` when none is buffered); then route the batch if its
+        window has passed and fire due timers. False once stopped or fallen back."""
+        if self._state in ("fallback", "closed") or self._stopping():
+            return False
+        self._refresh_types()
+        if self._stream is None:
+            self._idle = False
+            if not self._connect():
+                return False
+        else:
+            self._read_one()
+        self._flush_if_due()
+        self._fire_timers()
+        return True
+
+    def handle(self, event: Mapping[str, Any]) -> None:
+        """Take in one change event (already filtered and projected by the server)."""
+        op = event.get("operationType")
+        if op == "invalidate":
+            self._invalidated(event)
+            return
+        self.notifications += 1
+        self._start_after = None  # an event past the start point: resume_after from now on
+        if op in ("insert", "replace"):
+            doc = event.get("fullDocument")
+            if isinstance(doc, Mapping) and doc.get("status") == "pending":
+                self._note(doc.get("type"), doc.get("run_at"))
+        elif op == "update":
+            key = event.get("documentKey")
+            job_id = key.get("_id") if isinstance(key, Mapping) else None
+            if job_id is None or len(self._lookup_ids) >= self.settings.max_lookup:
+                self._wake_all = True
+            else:
+                self._lookup_ids.append(job_id)
+            self._open_batch()
+
+    # -- reading --------------------------------------------------------------------------
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or self._listener.push_closing()
+
+    def _refresh_types(self) -> None:
+        self._types = self._listener.push_types()
+        if self._state != "push":
+            return
+        new = self._types - self._discovered
+        if new:  # processed since the stream started: read back their stored future jobs
+            self._discovered |= new
+            self._incomplete |= new
+            self._discover(sorted(new))
+
+    def _read_one(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        try:
+            event = stream.try_next()
+        except PyMongoError as exc:
+            self._lost(exc)
+            return
+        token = stream.resume_token
+        if token is not None:
+            self._token = token
+        self._idle = event is None
+        if event is not None:
+            self.handle(event)
+        elif not stream.alive:
+            self._lost(DurablError("the server closed the change stream"))
+
+    def _lost(self, exc: BaseException) -> None:
+        """The stream failed: drop it; the next step reconnects."""
+        if classify(exc) == "token-lost":
+            self._forget_token()
+        self._close_stream()
+        self._report_error(exc, 0)
+        reason = f"reconnecting the change stream after: {exc}"
+        self._set_state("reconnecting", reason)
+        self._listener.push_mode("poll", reason)
+
+    def _invalidated(self, event: Mapping[str, Any]) -> None:
+        token = event.get("_id")
+        self._start_after = token if isinstance(token, Mapping) else None
+        self._token = None
+        # The jobs the timers point at were dropped or renamed away with the collection.
+        self._clear_routing()
+        self._lost(
+            ChangeStreamInvalidated(
+                "the change stream was invalidated: the jobs collection was dropped or renamed"
+            )
+        )
+
+    def _forget_token(self) -> None:
+        self._token = None
+        self._start_after = None
+
+    # -- connecting -----------------------------------------------------------------------
+    def _connect(self) -> bool:
+        self._set_state(
+            "reconnecting" if self._connected_once else "connecting",
+            self._reason if self._connected_once else "connecting the change stream",
+        )
+        settings = self.settings
+        retrying = Retrying(
+            stop=self._give_up,
+            wait=wait_random_exponential(
+                multiplier=settings.retry_backoff, max=settings.retry_backoff_max
+            ),
+            retry=retry_if_exception(self._worth_retrying),
+            sleep=self._pause,
+            reraise=True,
+        )
+        self._attempt = 0
+        try:
+            stream, first, fresh = retrying(self._open_once)
+        except _Stopped:
+            return False
+        except Exception as exc:
+            if self._stopping():
+                return False
+            if isinstance(exc, PyMongoError) and self._last_kind != "fatal":
+                reason = (
+                    f"gave up after {self._attempt} failed attempts to open the change "
+                    f"stream: {exc}"
+                )
+            else:
+                reason = f"the change stream cannot be opened: {exc}"
+            self._fall_back(reason, exc)
+            return False
+        self._stream = stream
+        token = stream.resume_token
+        if token is not None:
+            self._token = token
+        if self._connected_once:
+            self.reconnects += 1
+        self._connected_once = True
+        self._set_state("push", "change stream connected")
+        self._emit("changestream-connected", resumed=not fresh, attempts=self._attempt)
+        self._listener.push_mode("push", "change stream connected")
+        if fresh:
+            self._resync()
+        if first is not None:
+            self.handle(first)
+        return True
+
+    def _open_once(self) -> tuple[ChangeStreamLike, Mapping[str, Any] | None, bool]:
+        if self._stopping():
+            raise _Stopped
+        self._attempt += 1
+        self._last_kind = "fatal"
+        start_after = self._start_after
+        resume_after = None if start_after is not None else self._token
+        fresh = resume_after is None and start_after is None
+        stream: ChangeStreamLike | None = None
+        try:
+            stream = self._open_stream(resume_after, start_after)
+            first = stream.try_next()  # one round trip proves the stream works
+        except PyMongoError as exc:
+            if stream is not None:
+                _close_quietly(stream)
+            kind = classify(exc)
+            if kind == "token-lost":
+                if fresh:
+                    kind = "fatal"  # not about a token: nothing left to drop
+                else:
+                    self._forget_token()
+            self._last_kind = kind
+            self._report_error(exc, self._attempt, kind)
+            raise
+        token = stream.resume_token
+        if token is not None:
+            self._token = token
+        return stream, first, fresh
+
+    def _pause(self, seconds: float) -> None:
+        self._sleep(seconds)
+
+    def _give_up(self, state: RetryCallState) -> bool:
+        return state.attempt_number >= self.settings.max_retries or self._stopping()
+
+    def _worth_retrying(self, exc: BaseException) -> bool:
+        return isinstance(exc, PyMongoError) and self._last_kind != "fatal"
+
+    def _resync(self) -> None:
+        """After a start from now (first connect, or a lost token): events before it were
+        never seen, so every processed type polls once and future jobs are read back."""
+        types = sorted(self._types)
+        for type in types:
+            self._listener.push_due(type, 0)
+        self._discovered = set(types)
+        self._incomplete = set(types)
+        self._discover(types)
+
+    def _fall_back(self, reason: str, error: BaseException | None) -> None:
+        self._close_stream()
+        self._clear_routing()
+        self._set_state("fallback", reason)
+        logger.warning("job pickup falls back to polling: %s", reason)
+        self._emit("changestream-fallback", error=error, reason=reason)
+        self._listener.push_mode("poll", reason)
+
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            _close_quietly(stream)
+
+    # -- routing --------------------------------------------------------------------------
+    def _note(self, type: object, run_at: object) -> None:
+        if not isinstance(type, str) or type not in self._types:
+            return
+        at = as_utc(run_at) if isinstance(run_at, datetime) else None
+        if at is None or at <= self._now():
+            self._due[type] += 1
+            self._open_batch()
+        else:
+            self._schedule(at, type)
+
+    def _open_batch(self) -> None:
+        if self._batch_started is None:
+            self._batch_started = self._clock.monotonic()
+
+    def _schedule(self, at: datetime, type: str) -> None:
+        dropped = self._timers.add(at, type)
+        if dropped is None:
+            return
+        self._incomplete.add(dropped[1])
+        if not self._warned_full:
+            self._warned_full = True
+            logger.warning(
+                "more than %d future wake-ups pending: the farthest are dropped and those "
+                "jobs are found by the safety poll (logged once)",
+                self._timers.capacity,
+            )
+
+    def _flush_if_due(self) -> None:
+        started = self._batch_started
+        # (A nanosecond of slack: float sums of clock steps land just short of the window.)
+        waited = self._clock.monotonic() - started if started is not None else 0.0
+        if started is None or waited < self.settings.batch_window - 1e-9:
+            return
+        due, ids, wake_all = self._due, self._lookup_ids, self._wake_all
+        self._clear_batch()
+        if ids:
+            try:
+                rows = list(self._lookup(ids))
+            except Exception as exc:
+                logger.warning("looking up updated jobs failed, polling every type: %s", exc)
+                wake_all = True
+                rows = []
+            now = self._now()
+            for type, run_at in rows:
+                if type not in self._types:
+                    continue
+                at = as_utc(run_at)
+                if at <= now:
+                    due[type] += 1
+                else:
+                    self._schedule(at, type)
+        for type in sorted(self._types):
+            if wake_all:
+                self._listener.push_due(type, 0)
+            elif due[type]:
+                self._listener.push_due(type, due[type])
+
+    def _fire_timers(self) -> None:
+        if not len(self._timers):
+            return
+        fired = self._timers.pop_due(self._now())
+        if not fired:
+            return
+        counts = Counter(type for _, type in fired)
+        for type, count in sorted(counts.items()):
+            if type in self._types:
+                self._listener.push_due(type, count)
+        self._discover(sorted(t for t in counts if t in self._incomplete))
+
+    def _discover(self, types: Sequence[str]) -> None:
+        """Read back the next future ``run_at`` of each type whose future jobs may not all
+        be among the timers (jobs stored before the stream started, or timers dropped)."""
+        if not types:
+            return
+        now = self._now()
+        for type in types:
+            try:
+                at = self._next_run_at(type, now)
+            except Exception as exc:
+                logger.warning("reading the next run_at of %s failed: %s", type, exc)
+                continue
+            if at is None:
+                self._incomplete.discard(type)
+            else:
+                self._schedule(as_utc(at), type)
+
+    def _clear_batch(self) -> None:
+        self._batch_started = None
+        self._due = Counter()
+        self._lookup_ids = []
+        self._wake_all = False
+
+    def _clear_routing(self) -> None:
+        self._clear_batch()
+        self._timers.clear()
+
+    # -- reporting ------------------------------------------------------------------------
+    def _set_state(self, state: State, reason: str) -> None:
+        with self._lock:
+            self._state = state
+            self._reason = reason
+
+    def _report_error(self, exc: BaseException, attempt: int, kind: str | None = None) -> None:
+        if kind is None:
+            if isinstance(exc, ChangeStreamInvalidated):
+                kind = "invalidate"
+            elif isinstance(exc, DurablError):
+                kind = "resumable"
+            else:
+                kind = classify(exc)
+        logger.warning(
+            "change stream error (%s, attempt %d of %d): %s",
+            kind,
+            attempt,
+            self.settings.max_retries,
+            exc,
+        )
+        self._emit(
+            "changestream-error",
+            error=exc,
+            kind=kind,
+            attempt=attempt,
+            max_attempts=self.settings.max_retries,
+        )
+
+    def _emit(self, name: str, *, error: BaseException | None = None, **extra: Any) -> None:
+        self._listener.emit(JobEvent(name, error=error, extra=extra))
+
+
+def _close_quietly(stream: ChangeStreamLike) -> None:
+    try:
+        stream.close()
+    except Exception as exc:  # closing a broken cursor may fail: it is gone either way
+        logger.debug("closing the change stream failed: %s", exc)
+
+
+# -- MongoDB wiring -------------------------------------------------------------------------
+def open_watcher(backend: MongoJobQueue, listener: PushListener) -> Watcher:
+    """A watcher on ``backend``'s collection reporting to ``listener`` (not started)."""
+    settings = backend.push_settings
+    col = backend.col
+    pipeline = claimable_pipeline()
+    await_ms = max(int(settings.await_seconds * 1000), 1)
+
+    def open_stream(resume_after: Token | None, start_after: Token | None) -> ChangeStreamLike:
+        with pymongo.timeout(settings.open_timeout):
+            return col.watch(
+                pipeline,
+                resume_after=resume_after,
+                start_after=start_after,
+                max_await_time_ms=await_ms,
+            )
+
+    def lookup(ids: Sequence[Any]) -> list[tuple[str, datetime]]:
+        def read() -> list[tuple[str, datetime]]:
+            cursor = col.find(
+                {"_id": {"$in": list(ids)}, "status": "pending"}, {"type": 1, "run_at": 1}
+            )
+            return [(doc["type"], doc["run_at"]) for doc in cursor]
+
+        return backend._call("change-stream lookup", read)
+
+    def next_run_at(type: str, after: datetime) -> datetime | None:
+        def read() -> datetime | None:
+            doc = col.find_one(
+                {"type": type, "status": "pending", "run_at": {"$gt": after}},
+                {"run_at": 1},
+                sort=[("run_at", 1)],
+            )
+            return None if doc is None else as_utc(doc["run_at"])
+
+        return backend._call("change-stream discovery", read)
+
+    return Watcher(
+        open_stream,
+        listener,
+        clock=backend.clock,
+        now=backend.now,
+        lookup=lookup,
+        next_run_at=next_run_at,
+        settings=settings,
+    )

@@ -1,0 +1,526 @@
+"""SqliteJobQueue: the embedded backend, one SQLite file in WAL mode, shared by threads and
+processes. The same contract as :class:`durabl.MongoJobQueue`; a cheap change check on the
+file stands in for change streams."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, as_utc, to_seconds
+from durabl.model.exceptions import DurablError
+from durabl.model.job import (
+    FailureKind,
+    HeartbeatResult,
+    Job,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+    JournalRecord,
+    LogEntry,
+    QueueStats,
+    ReapReport,
+    ResultStatus,
+    handle_for,
+)
+from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
+from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
+from durabl.stores.sqlite import codec, queries, schema, writes
+from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
+from durabl.stores.sqlite.queries import JOBS
+from durabl.stores.sqlite.watch import ChangeWatcher
+
+R = TypeVar("R")
+
+
+MIN_SQLITE = (3, 35, 0)
+
+
+class SqliteJobQueue:
+    """Jobs in one SQLite file (WAL mode), safe across threads and processes.
+
+    Each thread uses its own connection; each write is one ``BEGIN IMMEDIATE`` transaction,
+    so the claim of a job by two processes is impossible. ``busy_timeout`` (seconds) is how
+    long a write waits for another's lock before a few jittered retries and then
+    :class:`~durabl.model.exceptions.BackendUnavailableError`; ``synchronous`` is SQLite's
+    ``PRAGMA synchronous`` (``NORMAL``: durable against process crashes; ``FULL`` also
+    against power loss).
+
+    ``change_check_interval`` (seconds, or None to turn it off) is how often a queue that
+    processes jobs checks the file for commits by other connections (``PRAGMA
+    data_version``: a few microseconds, no lock), so that a job enqueued by another process
+    starts within about that long rather than at the next poll.
+
+    ``close()`` is for shutdown: it closes every connection this object opened, in every
+    thread (a connection in use is closed by its thread when its operation ends). Using the
+    object afterwards opens fresh connections.
+    """
+
+    supports_journal = True
+    #: True while the change check is on: the queue then runs a :class:`ChangeWatcher`.
+    supports_push: bool
+    #: Push here only adds wake-ups: processors keep polling at their usual interval, for
+    #: jobs that become due later (``run_at``, retries) with no commit to announce them.
+    safety_poll_interval = DEFAULT_POLL_INTERVAL
+    #: JobQueue runs handlers inside ``enqueue`` only for immediate backends.
+    immediate: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        busy_timeout: float = 5.0,
+        synchronous: str = "NORMAL",
+        change_check_interval: Seconds | None = 0.005,
+    ) -> None:
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
+            raise ValueError(
+                f"SqliteJobQueue needs a plain database file path, got {path!r} (not a "
+                "'file:' URI; not ':memory:', which each connection would see as a database "
+                "of its own: use MemoryBackend for that)"
+            )
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)):
+            raise ValueError(f"busy_timeout must be a number of seconds, got {busy_timeout!r}")
+        if not math.isfinite(busy_timeout) or busy_timeout < 0:
+            raise ValueError(f"busy_timeout must be finite and >= 0, got {busy_timeout!r}")
+        mode = str(synchronous).upper()
+        if mode not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        if change_check_interval is not None:
+            change_check_interval = to_seconds(change_check_interval, "change_check_interval")
+            if change_check_interval == 0:
+                raise ValueError("change_check_interval must be positive (None turns it off)")
+        self.change_check_interval = change_check_interval
+        self.supports_push = change_check_interval is not None
+        self.path = os.path.abspath(raw)
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        #: Added to the reaper's cutoff. One machine has one clock, so 0 (kept for parity
+        #: with MongoJobQueue and the contract suite).
+        self.clock_skew_allowance = 0.0
+        self._db = Connections(self.path, busy_timeout=float(busy_timeout), synchronous=mode)
+        self._started = False
+        self._startup_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteJobQueue({self.path!r})"
+
+    # -- plumbing -------------------------------------------------------------------------
+    def now(self) -> datetime:
+        now = as_utc(self.clock.now())
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+    def _now_ms(self) -> int:
+        return codec.to_ms(self.now())
+
+    def _write(
+        self, operation: str, fn: Callable[[sqlite3.Connection], R], timeout: float | None = None
+    ) -> R:
+        if not self._started:
+            self.startup()
+        return self._db.run(operation, fn, write=True, timeout=timeout)
+
+    def _read(self, operation: str, fn: Callable[[sqlite3.Connection], R]) -> R:
+        if not self._started:
+            self.startup()
+        return self._db.run(operation, fn, write=False)
+
+    def startup(self) -> None:
+        """Create or upgrade the schema. Idempotent; safe on a file that holds jobs and when
+        several processes start at once (each migration runs under the write lock and is
+        skipped by whoever finds it already applied). Every other operation calls it first
+        if nobody has."""
+        with self._startup_lock:
+            if self._started:
+                return
+            if sqlite3.sqlite_version_info < MIN_SQLITE:
+                raise DurablError(
+                    f"durabl's SQLite backend needs SQLite {'.'.join(map(str, MIN_SQLITE))} or "
+                    f"newer (for UPDATE ... RETURNING); this Python has {sqlite3.sqlite_version}"
+                )
+            version = self._db.run("startup", schema.read_version, write=False)
+            schema.check_not_newer(version, self.path)
+            for migration in schema.pending_migrations(version):
+                apply = functools.partial(
+                    schema.apply_migration, migration=migration, path=self.path
+                )
+                self._db.run(f"schema migration {migration[0]}", apply, write=True)
+            self._started = True
+
+    def close(self) -> None:
+        self._db.close_all()
+
+    def open_push(self, listener: PushListener) -> ChangeWatcher:
+        """A change watcher for ``listener`` (a queue), not started."""
+        if self.change_check_interval is None:
+            raise DurablError("the change check is off (change_check_interval=None)")
+        return ChangeWatcher(
+            self._data_version,
+            listener,
+            interval=self.change_check_interval,
+            path=self.path,
+            on_exit=self._db.close_current,
+        )
+
+    def _data_version(self) -> int:
+        """This thread's connection's ``PRAGMA data_version``: it moves when another
+        connection commits."""
+        if not self._started:
+            self.startup()
+        try:
+            with self._db.connection() as conn:
+                return int(conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise translate("change check", exc) from exc
+
+    def check_size(self, job: NewJob) -> None:
+        """Nothing beyond the shared payload budget that ``build_new_job`` already applied."""
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        row = writes.new_row(job, self._now_ms())
+        return self._write("enqueue", lambda conn: writes.enqueue(conn, job, row))
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        now = self._now_ms()
+        row = writes.new_row(job, now)
+        if job.dedupe_key is not None and job.dedupe_scope == "pending":
+
+            def follow(conn: sqlite3.Connection) -> InlineClaimResult:
+                # The pending slot decides: a pending follower already covers the work.
+                enq = writes.enqueue(conn, job, row)
+                if enq.job_id is None:
+                    return InlineClaimResult(None, None, enq.coalesced)
+                params = {"job_id": enq.job_id}
+                handles = self._claim_in(conn, writes.BY_ID, params, 1, now, lease_owner)
+                if not handles:  # the key has an active run: the new job is its follower
+                    return InlineClaimResult(None, enq.job_id)
+                return InlineClaimResult(handles[0])
+
+            return self._write("claim_or_enqueue", follow)
+        token = uuid.uuid4().hex
+        row.update(
+            status="active",
+            attempts=1,
+            claim_token=token,
+            claimed_at=now,
+            heartbeat_at=now,
+            lease_owner=lease_owner,
+        )
+
+        def create(conn: sqlite3.Connection) -> InlineClaimResult:
+            if job.dedupe_key is not None:
+                writes.check_scope(conn, job)
+            if not writes.insert(conn, row):
+                return InlineClaimResult(None, None, writes.slot_taken(conn, job, row).coalesced)
+            job_now = queries.get_job(conn, row["id"])
+            assert job_now is not None
+            return InlineClaimResult(handle_for(job_now, token, self))
+
+        return self._write("claim_or_enqueue", create)
+
+    # -- claiming -------------------------------------------------------------------------
+    def _claim_in(
+        self,
+        conn: sqlite3.Connection,
+        candidates: str,
+        params: dict[str, Any],
+        limit: int,
+        now: int,
+        owner: str,
+        reserve: bool = False,
+    ) -> list[JobHandle[Any]]:
+        rows = writes.claim(conn, candidates, params, limit, now, owner, reserve)
+        if not rows:
+            return []
+        logs = queries.load_logs(conn, [r["id"] for r in rows])
+        return [
+            handle_for(codec.to_job(r, logs.get(r["id"], ())), r["claim_token"], self) for r in rows
+        ]
+
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` due jobs of ``type`` in one transaction: one statement, or
+        two when some are read ahead (``starting`` < ``limit``)."""
+        if limit <= 0:
+            return []
+        now = self._now_ms()
+        if not self._read("claim", lambda conn: queries.has_due(conn, type, now)):
+            return []  # an idle poll reads; it never queues behind writers for the lock
+        params = {"type": type}
+        return self._write(
+            "claim",
+            lambda conn: self._claim_due(conn, params, limit, now, lease_owner, starting),
+        )
+
+    def _claim_due(
+        self,
+        conn: sqlite3.Connection,
+        params: dict[str, Any],
+        limit: int,
+        now: int,
+        owner: str,
+        starting: int | None,
+    ) -> list[JobHandle[Any]]:
+        first = limit if starting is None else min(starting, limit)
+        handles = (
+            self._claim_in(conn, writes.DUE_OF_TYPE, params, first, now, owner) if first else []
+        )
+        if len(handles) == first < limit:
+            ahead = limit - first
+            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, now, owner, True)
+        return handles
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        """One statement (one transaction) for every claim in ``claims``."""
+        if claims:
+            tokens = [token for _, token in claims]
+            self._write("mark_started", lambda conn: writes.mark_started(conn, tokens))
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        now = self._now_ms()
+        params = {"type": type, "key": dedupe_key}
+        handles = self._write(
+            "claim_next_by_key",
+            lambda conn: self._claim_in(conn, writes.DUE_BY_KEY, params, 1, now, lease_owner),
+        )
+        return handles[0] if handles else None
+
+    # -- fenced writes --------------------------------------------------------------------
+    def _fenced(
+        self,
+        op: str,
+        job_id: str,
+        token: str,
+        logs: Sequence[LogEntry],
+        apply: Callable[[sqlite3.Connection, dict[str, Any]], ResultStatus | None],
+        *,
+        timeout: float | None = None,
+    ) -> JobResult:
+        """Run ``apply`` (None: the fence matched nothing) and, when it applied, store the
+        logs and the receipt in the same transaction."""
+        params = {"id": job_id, "token": token, "now": self._now_ms()}
+
+        def write(conn: sqlite3.Connection) -> JobResult:
+            result = apply(conn, params)
+            if result is None:
+                return writes.resolve_miss(conn, job_id, token, op)
+            writes.add_logs(conn, job_id, logs)
+            writes.add_receipt(conn, job_id, token, op, result)
+            return JobResult(result)
+
+        return self._write(op, write, timeout=timeout)
+
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult:
+        params = {"id": job_id, "token": token, "now": self._now_ms()}
+
+        def beat(conn: sqlite3.Connection) -> HeartbeatResult:
+            cur = conn.execute(
+                f"UPDATE {JOBS} SET heartbeat_at = :now WHERE {writes.FENCE}", params
+            )
+            if cur.rowcount != 1:
+                return "lease-lost"
+            writes.add_logs(conn, job_id, logs)
+            return "applied"
+
+        return self._write("heartbeat", beat)
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        return self._complete("complete", [Completion(job_id, token, logs)])[0]
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """Every completion in one write transaction, each fenced on its own token."""
+        return self._complete("complete_many", completions) if completions else []
+
+    def _complete(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        now = self._now_ms()
+        return self._write(op, lambda conn: writes.complete_many(conn, completions, now))
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        clipped = codec.clip_reason(reason)
+
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            extra = ", fail_reason = :reason, failure_kind = 'fatal'"
+            done = writes.set_terminal(conn, {**params, "reason": clipped}, "failed", extra)
+            return "failed-terminal" if done else None
+
+        return self._fenced("fail-fatal", job_id, token, logs, apply)
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        clipped = codec.clip_reason(reason)
+        retry_ms = codec.to_ms(retry_at)
+
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            return writes.fail(conn, params, clipped, retry_ms, exhausted)
+
+        return self._fenced("fail", job_id, token, logs, apply)
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
+        ``timeout`` bounds the wait for the write lock, retries included."""
+        wake = None if run_at is None else codec.to_ms(run_at)
+
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            extra = ", attempts = attempts - 1"
+            if wake is not None:
+                extra += ", run_at = :run_at"
+                params = {**params, "run_at": wake}
+            return writes.to_pending_or_supersede(conn, params, extra, "released")
+
+        return self._fenced("release", job_id, token, logs, apply, timeout=timeout)
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        """Read, extend and write back the journal column in one write transaction."""
+        params = {"id": job_id, "token": token}
+        entries = [dict(r) for r in records]
+
+        def write(conn: sqlite3.Connection) -> JournalAppendResult:
+            applied = writes.append_journal(conn, params, entries, position)
+            return "applied" if applied else "lease-lost"
+
+        return self._write("append_journal", write)
+
+    # -- recovery -------------------------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        """Recover up to ``limit`` expired leases, all in one write transaction."""
+        now = self.now()
+        cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
+        # heartbeat_at (whole ms) < cutoff exactly when it is < the cutoff rounded up.
+        params: dict[str, Any] = {"now": codec.to_ms(now), "cutoff": codec.ceil_ms(cutoff)}
+
+        def sweep(conn: sqlite3.Connection) -> ReapReport:
+            stuck = conn.execute(
+                "SELECT id, claim_token, attempts, max_attempts, reserved, unstarted_reaps "
+                f"FROM {JOBS} "
+                "INDEXED BY durabl_lease WHERE status = 'active' AND heartbeat_at < :cutoff "
+                "ORDER BY heartbeat_at, seq LIMIT :limit",
+                {**params, "limit": queries.sql_limit(limit)},
+            ).fetchall()
+            counts = {"recovered": 0, "stalled": 0, "superseded": 0}
+            ids: list[str] = []
+            for row in stuck:
+                outcome = writes.reap_one(conn, row, params)
+                if outcome is not None:
+                    counts[outcome] += 1
+                    ids.append(row["id"])
+            return ReapReport(
+                counts["recovered"],
+                counts["stalled"],
+                counts["superseded"],
+                len(stuck) >= limit,
+                tuple(ids),
+            )
+
+        return self._write("reap", sweep)
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        total = 0
+        while True:
+            report = self.reap(visibility_timeout)
+            total += report.handled
+            if not report.saturated or not report.handled:
+                return total
+
+    # -- queries and operations -----------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        return self._read(
+            "has_outstanding", lambda conn: queries.has_outstanding(conn, type, dedupe_key)
+        )
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
+        cursor, ``limit=0`` means no limit."""
+        where, params = queries.filters(status, type, failure_kind, search)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset!r}")
+        failed = status == "failed"
+        return self._read(
+            "list_jobs",
+            lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset),
+        )
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        where, params = queries.filters(status, type, failure_kind, search)
+        return self._read("count_jobs", lambda conn: queries.count_jobs(conn, where, params))
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending, due now, attempts 0. False when the job is not failed or its
+        key is live (under either scope)."""
+        now = self._now_ms()
+        return self._write("retry", lambda conn: writes.retry(conn, job_id, now))
+
+    def delete(self, job_id: str) -> bool:
+        return self._write(
+            "delete",
+            lambda conn: (
+                conn.execute(
+                    f"DELETE FROM {JOBS} WHERE id = ? AND status != 'active'", (job_id,)
+                ).rowcount
+                == 1
+            ),
+        )
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        now = self.now()
+        return self._read("get_stats", lambda conn: queries.stats(conn, type, now))
+
+    def job_types(self) -> list[str]:
+        return self._read("job_types", queries.job_types)

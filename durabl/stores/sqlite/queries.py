@@ -1,0 +1,179 @@
+"""Read-only queries of the SQLite store: jobs with their logs, listings, counts, stats.
+
+Each function runs inside a transaction the caller opened, so what it reads is one
+consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from durabl.model.job import FAILURE_KINDS, STATUSES, Job, LogEntry, QueueStats
+from durabl.stores.sqlite import codec
+from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
+
+JOBS = JOBS_TABLE
+LOGS = LOGS_TABLE
+RECEIPTS = RECEIPTS_TABLE
+
+JOB_COLUMNS = ", ".join(
+    (
+        "seq", "id", "type", "data", "status", "priority", "run_at", "attempts",
+        "max_attempts", "dedupe_key", "dedupe_scope", "created_at", "updated_at",
+        "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
+        "journal",
+    )
+)  # fmt: skip
+"""What a :class:`~durabl.model.job.Job` is built from (no lease fields)."""
+
+_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
+
+
+def has_due(conn: sqlite3.Connection, type: str, now_ms: int) -> bool:
+    """Whether any job of ``type`` is due: a read, so an idle poll never takes the write
+    lock (the claim itself still decides, under the lock)."""
+    row = conn.execute(
+        f"SELECT 1 FROM {JOBS} INDEXED BY durabl_claim "
+        "WHERE status = 'pending' AND type = ? AND run_at <= ? LIMIT 1",
+        (type, now_ms),
+    ).fetchone()
+    return row is not None
+
+
+def sql_limit(limit: int) -> int:
+    """A Mongo-style cursor limit for SQL: 0 means none (-1 to SQLite), the sign is ignored."""
+    return -1 if limit == 0 else abs(limit)
+
+
+def load_logs(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, list[LogEntry]]:
+    """The logs of each job in ``job_ids``, oldest first (jobs without logs are absent)."""
+    logs: dict[str, list[LogEntry]] = {}
+    for start in range(0, len(job_ids), _CHUNK):
+        chunk = job_ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT job_id, at, message FROM {LOGS} WHERE job_id IN ({marks}) "
+            "ORDER BY job_id, seq",
+            tuple(chunk),
+        )
+        for row in rows:
+            logs.setdefault(row["job_id"], []).append(codec.to_log(row))
+    return logs
+
+
+def jobs_from_rows(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[Job[Any]]:
+    logs = load_logs(conn, [row["id"] for row in rows])
+    return [codec.to_job(row, logs.get(row["id"], ())) for row in rows]
+
+
+def get_job(conn: sqlite3.Connection, job_id: str) -> Job[Any] | None:
+    row = conn.execute(f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        return None
+    return jobs_from_rows(conn, [row])[0]
+
+
+def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> bool:
+    row = conn.execute(
+        f"SELECT 1 FROM {JOBS} WHERE type = :type AND "
+        "(live_slot = :key OR pending_slot = :key OR active_slot = :key) LIMIT 1",
+        {"type": type, "key": dedupe_key},
+    ).fetchone()
+    return row is not None
+
+
+def filters(
+    status: str | None,
+    type: str | None,
+    failure_kind: str | None,
+    search: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """A WHERE clause and its parameters. ``search`` is an exact job id or a prefix of the
+    dedupe key, compared byte for byte (case-sensitive, no wildcards)."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    if failure_kind is not None and failure_kind not in FAILURE_KINDS:
+        raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if status is not None:
+        clauses.append("status = :status")
+        params["status"] = status
+    if type is not None:
+        clauses.append("type = :type")
+        params["type"] = type
+    if failure_kind is not None:
+        clauses.append("failure_kind = :failure_kind")
+        params["failure_kind"] = failure_kind
+    if search:
+        prefix = search.encode("utf-8", "surrogatepass")
+        # The UTF-8 bytes of the key start with those of the prefix exactly when the key
+        # starts with the prefix: no LIKE wildcards, no case folding, NUL-safe.
+        clauses.append(
+            "(id = :search OR substr(CAST(dedupe_key AS BLOB), 1, :search_len) = :search_bytes)"
+        )
+        params.update(search=search, search_len=len(prefix), search_bytes=prefix)
+    return (" AND ".join(clauses) or "1"), params
+
+
+def list_jobs(
+    conn: sqlite3.Connection,
+    where: str,
+    params: dict[str, Any],
+    failed: bool,
+    limit: int,
+    offset: int,
+) -> list[Job[Any]]:
+    order = "finished_at DESC, seq DESC" if failed else "seq DESC"
+    rows = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} "
+        "LIMIT :limit OFFSET :offset",
+        {**params, "limit": sql_limit(limit), "offset": offset},
+    ).fetchall()
+    return jobs_from_rows(conn, rows)
+
+
+def count_jobs(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> int:
+    count: int = conn.execute(f"SELECT count(*) FROM {JOBS} WHERE {where}", params).fetchone()[0]
+    return count
+
+
+def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueStats:
+    scope = "" if type is None else " AND type = :type"
+    params: dict[str, Any] = {"type": type, "now": codec.to_ms(now)}
+    counts = dict.fromkeys(STATUSES, 0)
+    for row in conn.execute(
+        f"SELECT status, count(*) AS n FROM {JOBS} WHERE 1{scope} GROUP BY status", params
+    ):
+        counts[row["status"]] = row["n"]
+    by_kind: dict[str, int] = {}
+    for row in conn.execute(
+        f"SELECT failure_kind, count(*) AS n FROM {JOBS} WHERE status = 'failed'{scope} "
+        "GROUP BY failure_kind",
+        params,
+    ):
+        if row["failure_kind"] in FAILURE_KINDS and row["n"]:
+            by_kind[row["failure_kind"]] = row["n"]
+    oldest_ms = conn.execute(
+        f"SELECT min(run_at) FROM {JOBS} WHERE status = 'pending' AND run_at <= :now{scope}",
+        params,
+    ).fetchone()[0]
+    oldest = codec.from_ms(oldest_ms) if oldest_ms is not None else None
+    lag = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
+    return QueueStats(
+        pending=counts["pending"],
+        active=counts["active"],
+        completed=counts["completed"],
+        failed=counts["failed"],
+        superseded=counts["superseded"],
+        oldest_pending_run_at=oldest,
+        oldest_pending_lag=lag,
+        failed_by_kind={kind: by_kind[kind] for kind in FAILURE_KINDS if kind in by_kind},
+    )
+
+
+def job_types(conn: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in conn.execute(f"SELECT DISTINCT type FROM {JOBS} ORDER BY type")]

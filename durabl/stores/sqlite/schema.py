@@ -1,0 +1,191 @@
+"""The SQLite schema, versioned: numbered migrations applied in order, one transaction each.
+
+``durabl_meta`` holds ``schema_version``, the number of the last migration applied. A
+release that needs a schema change appends a migration to :data:`MIGRATIONS`; files written
+by an older release are upgraded in place by the next ``startup()``. A file whose version is
+newer than this code knows is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from durabl.model.exceptions import SchemaError, SchemaTooNewError
+
+META_TABLE = "durabl_meta"
+JOBS_TABLE = "durabl_jobs"
+LOGS_TABLE = "durabl_logs"
+RECEIPTS_TABLE = "durabl_receipts"
+VERSION_KEY = "schema_version"
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    """Jobs, their logs and their write receipts, and every index the queries need."""
+    statements = (
+        f"""
+        CREATE TABLE IF NOT EXISTS {JOBS_TABLE} (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            data TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (
+                status IN ('pending', 'active', 'completed', 'failed', 'superseded')
+            ),
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            dedupe_key TEXT,
+            dedupe_scope TEXT,
+            live_slot TEXT,
+            pending_slot TEXT,
+            active_slot TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            fail_reason TEXT,
+            failure_kind TEXT,
+            backoff TEXT NOT NULL,
+            backoff_delay REAL NOT NULL,
+            backoff_max_delay REAL NOT NULL,
+            claim_token TEXT,
+            heartbeat_at INTEGER,
+            claimed_at INTEGER,
+            lease_owner TEXT,
+            journal TEXT
+        )
+        """,
+        f"""
+        CREATE TABLE IF NOT EXISTS {LOGS_TABLE} (
+            job_id TEXT NOT NULL REFERENCES {JOBS_TABLE}(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            at INTEGER NOT NULL,
+            message TEXT NOT NULL,
+            PRIMARY KEY (job_id, seq)
+        ) WITHOUT ROWID
+        """,
+        f"""
+        CREATE TABLE IF NOT EXISTS {RECEIPTS_TABLE} (
+            job_id TEXT NOT NULL REFERENCES {JOBS_TABLE}(id) ON DELETE CASCADE,
+            token TEXT NOT NULL,
+            op TEXT NOT NULL,
+            result TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY (job_id, token, op)
+        ) WITHOUT ROWID
+        """,
+        # Dedupe: one slot column per kind of exclusion, set only while the job holds it.
+        f"CREATE UNIQUE INDEX IF NOT EXISTS durabl_dedupe_live ON {JOBS_TABLE}(live_slot) "
+        "WHERE live_slot IS NOT NULL",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS durabl_dedupe_pending ON {JOBS_TABLE}(pending_slot) "
+        "WHERE pending_slot IS NOT NULL",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS durabl_dedupe_active ON {JOBS_TABLE}(active_slot) "
+        "WHERE active_slot IS NOT NULL",
+        # The claim: equality on type, then claim order, over pending jobs only.
+        f"CREATE INDEX IF NOT EXISTS durabl_claim ON {JOBS_TABLE}(type, priority, run_at, seq) "
+        "WHERE status = 'pending'",
+        # The reaper: active jobs by last renewal.
+        f"CREATE INDEX IF NOT EXISTS durabl_lease ON {JOBS_TABLE}(heartbeat_at) "
+        "WHERE status = 'active'",
+        # Stats per type and status; the oldest due pending job per type.
+        f"CREATE INDEX IF NOT EXISTS durabl_type_status ON {JOBS_TABLE}(type, status, run_at)",
+        # Failed jobs newest failure first; counts by status across types.
+        f"CREATE INDEX IF NOT EXISTS durabl_status_finished ON {JOBS_TABLE}(status, finished_at)",
+    )
+    for statement in statements:
+        conn.execute(statement)
+
+
+def _add_done_token(conn: sqlite3.Connection) -> None:
+    """The claim token whose completion ended the job. A repeated completion is answered
+    from the row itself, so a completion writes no receipt row (the busiest write of all
+    is one B-tree write the cheaper)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN done_token TEXT")
+
+
+def _add_reservations(conn: sqlite3.Connection) -> None:
+    """Claims read ahead of a free worker: ``reserved`` until the start of their handler is
+    recorded, and how often a job was reaped unstarted (see :mod:`durabl.model.rules`)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN unstarted_reaps INTEGER NOT NULL DEFAULT 0")
+
+
+Migration = tuple[int, Callable[[sqlite3.Connection], None]]
+
+MIGRATIONS: list[Migration] = [
+    (1, _create_v1),
+    (2, _add_done_token),
+    (3, _add_reservations),
+]
+"""Every schema change, in order. Append; never edit or reorder a released migration."""
+
+
+def latest_version() -> int:
+    return max((number for number, _ in MIGRATIONS), default=0)
+
+
+def _has_meta(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (META_TABLE,)
+    ).fetchone()
+    return row is not None
+
+
+def read_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version; 0 for a file durabl has never set up."""
+    if not _has_meta(conn):
+        return 0
+    row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (VERSION_KEY,)).fetchone()
+    if row is None:
+        return 0
+    value = row[0]
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise SchemaError(
+        f"SQLite file {_file_of(conn)} has a corrupt durabl {VERSION_KEY}: {value!r} in "
+        f"table {META_TABLE} is not a version number. durabl will not guess which migrations "
+        "the file needs: restore it from a backup, or point this process at another file."
+    )
+
+
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The main database file of ``conn`` (for error messages)."""
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file)
+    return "?"  # pragma: no cover - every connection has a main database
+
+
+def check_not_newer(version: int, path: str) -> None:
+    latest = latest_version()
+    if version > latest:
+        raise SchemaTooNewError(
+            f"SQLite file {path} has durabl schema version {version}, but this release knows "
+            f"versions up to {latest}: it was written by a newer durabl. Upgrade durabl "
+            "(or point this process at another file)."
+        )
+
+
+def pending_migrations(version: int) -> list[Migration]:
+    """The migrations a file at ``version`` still needs, in order."""
+    return sorted((m for m in MIGRATIONS if m[0] > version), key=lambda m: m[0])
+
+
+def apply_migration(conn: sqlite3.Connection, migration: Migration, path: str) -> bool:
+    """Apply one migration inside the caller's write transaction, unless another process
+    got there first. Returns whether it ran."""
+    number, migrate = migration
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+    version = read_version(conn)
+    check_not_newer(version, path)
+    if version >= number:
+        return False
+    migrate(conn)
+    conn.execute(
+        f"INSERT INTO {META_TABLE} (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (VERSION_KEY, str(number)),
+    )
+    return True

@@ -1,0 +1,407 @@
+"""The writes of the SQLite store, each run inside a write transaction the caller opened.
+
+Dedupe rests on the unique partial indexes over the three slot columns: an insert that
+would take a held slot does nothing, and a move of a slot back to ``pending_slot`` that a
+follower already holds fails on the index (SQLite then undoes just that statement, the
+transaction carries on) and the run is superseded instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from durabl.model.exceptions import DedupeScopeConflictError
+from durabl.model.job import TERMINAL_STATUSES, JobResult, LogEntry, ResultStatus
+from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.stores.base import Completion, EnqueueResult
+from durabl.stores.sqlite import codec
+from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
+
+FENCE = "id = :id AND claim_token = :token AND status = 'active'"
+"""The claim fence every write after a claim carries."""
+_CLEAR_LEASE = (
+    "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = 0"
+)
+TERMINAL = (
+    "status = :status, updated_at = :now, finished_at = :now, "
+    f"live_slot = NULL, pending_slot = NULL, active_slot = NULL, {_CLEAR_LEASE}"
+)
+# Back to pending: a pending-scope job moves its active slot back to the pending slot (a
+# follower holding that slot makes this fail on the unique index); the live slot stays.
+BACK_TO_PENDING = (
+    "status = 'pending', updated_at = :now, pending_slot = active_slot, active_slot = NULL, "
+    f"{_CLEAR_LEASE}"
+)
+# One statement claims the whole batch. Candidates are due pending jobs in claim order,
+# skipping a pending-scope follower whose key already has an active run, so the unique
+# index on active_slot never fires here. Each row gets its own random token.
+_CLAIM = f"""
+UPDATE {JOBS}
+SET status = 'active', claim_token = lower(hex(randomblob(16))), attempts = attempts + 1,
+    active_slot = pending_slot, pending_slot = NULL,
+    claimed_at = :now, heartbeat_at = :now, updated_at = :now, lease_owner = :owner{{reserve}}
+WHERE seq IN (
+    SELECT c.seq FROM {JOBS} AS c {{index}}
+    WHERE c.status = 'pending' AND {{candidates}}
+      AND (c.pending_slot IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {JOBS} AS a WHERE a.active_slot = c.pending_slot))
+    ORDER BY c.priority, c.run_at, c.seq
+    LIMIT :limit)
+RETURNING {JOB_COLUMNS}, claim_token
+"""
+_INSERT_COLUMNS = (
+    "id", "type", "data", "status", "priority", "run_at", "attempts", "max_attempts",
+    "dedupe_key", "dedupe_scope", "live_slot", "pending_slot", "created_at", "updated_at",
+    "backoff", "backoff_delay", "backoff_max_delay", "claim_token", "heartbeat_at",
+    "claimed_at", "lease_owner",
+)  # fmt: skip
+# Any conflict is a dedupe slot (ids are random): the insert then simply does nothing.
+_INSERT = (
+    f"INSERT INTO {JOBS} ({', '.join(_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _INSERT_COLUMNS)}) ON CONFLICT DO NOTHING"
+)
+
+
+def pending_slot(scope: str) -> str:
+    """The column a pending job of ``scope`` holds its key in."""
+    return "live_slot" if scope == "pending+active" else "pending_slot"
+
+
+def other_scope_filter(scope: str) -> str:
+    """Where a key in use under the *other* scope shows (parameter ``:key``)."""
+    if scope == "pending+active":
+        return "(pending_slot = :key OR active_slot = :key)"
+    return "live_slot = :key"
+
+
+# -- enqueue ----------------------------------------------------------------------------------
+def new_row(job: NewJob, now: int) -> dict[str, Any]:
+    """The columns of a new pending job; its payload encoded here, outside any transaction."""
+    key, scope = job.dedupe_key, job.scope_for_store
+    return {
+        "id": uuid.uuid4().hex,
+        "type": job.type,
+        "data": codec.encode_payload(job.data),
+        "status": "pending",
+        "priority": job.priority,
+        "run_at": codec.to_ms(job.run_at) if job.run_at is not None else now,
+        "attempts": 0,
+        "max_attempts": job.max_attempts,
+        "dedupe_key": key,
+        "dedupe_scope": scope,
+        "live_slot": key if scope == "pending+active" else None,
+        "pending_slot": key if scope == "pending" else None,
+        "created_at": now,
+        "updated_at": now,
+        "backoff": job.backoff.kind,
+        "backoff_delay": float(job.backoff.delay),
+        "backoff_max_delay": float(job.backoff.max_delay),
+        "claim_token": None,
+        "heartbeat_at": None,
+        "claimed_at": None,
+        "lease_owner": None,
+    }
+
+
+def check_scope(conn: sqlite3.Connection, job: NewJob) -> None:
+    """Raise (the transaction then stores nothing) when the key is live under the other
+    scope. Inside the write transaction, so no racer can slip in between."""
+    assert job.dedupe_key is not None
+    other = conn.execute(
+        f"SELECT dedupe_scope FROM {JOBS} WHERE {other_scope_filter(job.dedupe_scope)} LIMIT 1",
+        {"key": job.dedupe_key},
+    ).fetchone()
+    if other is not None:
+        raise DedupeScopeConflictError(
+            job.dedupe_key, job.dedupe_scope, other["dedupe_scope"] or "unknown"
+        )
+
+
+def insert(conn: sqlite3.Connection, row: dict[str, Any]) -> bool:
+    """Insert; False when a dedupe slot is taken."""
+    return conn.execute(_INSERT, row).rowcount == 1
+
+
+def slot_taken(conn: sqlite3.Connection, job: NewJob, row: dict[str, Any]) -> EnqueueResult:
+    """The pending slot is held: with coalesce="latest", replace the payload of the pending
+    holder of the same type (never an active job's)."""
+    if job.coalesce != "latest" or job.dedupe_key is None:
+        return EnqueueResult(None)
+    cur = conn.execute(
+        f"UPDATE {JOBS} SET data = :data, updated_at = :now "
+        f"WHERE {pending_slot(job.dedupe_scope)} = :key AND status = 'pending' AND type = :type",
+        {"data": row["data"], "now": row["updated_at"], "key": job.dedupe_key, "type": job.type},
+    )
+    return EnqueueResult(None, coalesced=cur.rowcount == 1)
+
+
+def enqueue(conn: sqlite3.Connection, job: NewJob, row: dict[str, Any]) -> EnqueueResult:
+    if job.dedupe_key is not None:
+        check_scope(conn, job)
+    if insert(conn, row):
+        return EnqueueResult(row["id"])
+    return slot_taken(conn, job, row)
+
+
+# -- claiming ---------------------------------------------------------------------------------
+DUE_OF_TYPE = "c.type = :type AND c.run_at <= :now"
+"""Claim candidates: every due job of one type."""
+DUE_BY_KEY = (
+    f"c.seq IN (SELECT k.seq FROM {JOBS} AS k WHERE k.pending_slot = :key OR k.live_slot = :key)"
+    " AND c.type = :type AND c.run_at <= :now"
+)
+"""Claim candidates: the due job of one type holding ``:key`` in its pending slot."""
+BY_ID = "c.id = :job_id"
+"""Claim candidates: one job by id, due or not."""
+# How each kind of candidate is best found. Without statistics the planner would rather
+# read every due job of the type and sort them; the claim index serves filter and order,
+# so a claim reads only as many rows as it takes however long the backlog. A key is found
+# through the slot indexes.
+_ACCESS = {DUE_OF_TYPE: "INDEXED BY durabl_claim", DUE_BY_KEY: "NOT INDEXED", BY_ID: ""}
+
+
+def claim(
+    conn: sqlite3.Connection,
+    candidates: str,
+    params: dict[str, Any],
+    limit: int,
+    now: int,
+    owner: str,
+    reserve: bool = False,
+) -> list[sqlite3.Row]:
+    """Claim up to ``limit`` jobs matching ``candidates`` (one of DUE_OF_TYPE, DUE_BY_KEY,
+    BY_ID) in one statement; the claimed rows (with ``claim_token``) in claim order.
+    ``reserve`` marks them claimed ahead of a free worker (see :mod:`durabl.model.rules`)."""
+    rows = conn.execute(
+        _CLAIM.format(
+            candidates=candidates,
+            index=_ACCESS[candidates],
+            # A pending row is never reserved (leaving "active" clears it): only set it.
+            reserve=", reserved = 1" if reserve else "",
+        ),
+        {**params, "now": now, "owner": owner, "limit": limit},
+    ).fetchall()
+    rows.sort(key=lambda r: (r["priority"], r["run_at"], r["seq"]))
+    return rows
+
+
+# -- fenced writes ----------------------------------------------------------------------------
+def add_logs(conn: sqlite3.Connection, job_id: str, logs: Sequence[LogEntry]) -> None:
+    """Append ``logs``, dropping the oldest past MAX_LOG_ENTRIES."""
+    if not logs:
+        return
+    last = conn.execute(
+        f"SELECT coalesce(max(seq), 0) FROM {LOGS} WHERE job_id = ?", (job_id,)
+    ).fetchone()[0]
+    conn.executemany(
+        f"INSERT INTO {LOGS} (job_id, seq, at, message) VALUES (?, ?, ?, ?)",
+        codec.log_rows(job_id, last + 1, logs),
+    )
+    newest = last + len(logs)
+    if newest > MAX_LOG_ENTRIES:
+        conn.execute(
+            f"DELETE FROM {LOGS} WHERE job_id = ? AND seq <= ?", (job_id, newest - MAX_LOG_ENTRIES)
+        )
+
+
+def add_receipt(conn: sqlite3.Connection, job_id: str, token: str, op: str, result: str) -> None:
+    """Remember what (token, op) did, keeping the newest RECEIPTS_KEPT per job."""
+    n = conn.execute(
+        f"INSERT OR REPLACE INTO {RECEIPTS} (job_id, token, op, result, n) VALUES (:job_id, "
+        f":token, :op, :result, (SELECT coalesce(max(n), 0) + 1 FROM {RECEIPTS} "
+        "WHERE job_id = :job_id)) RETURNING n",
+        {"job_id": job_id, "token": token, "op": op, "result": result},
+    ).fetchone()[0]
+    if n > RECEIPTS_KEPT:
+        conn.execute(
+            f"DELETE FROM {RECEIPTS} WHERE job_id = ? AND n <= ?", (job_id, n - RECEIPTS_KEPT)
+        )
+
+
+def resolve_miss(conn: sqlite3.Connection, job_id: str, token: str, op: str) -> JobResult:
+    """Why a fenced write matched nothing: its own earlier result, a terminal job, a lost
+    lease, or no job at all."""
+    job = conn.execute(f"SELECT status, done_token FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
+    if job is None:
+        return JobResult("not-found")
+    if op == "complete" and job["status"] == "completed" and job["done_token"] == token:
+        return JobResult("completed")  # this completion, repeated
+    receipt = conn.execute(
+        f"SELECT result FROM {RECEIPTS} WHERE job_id = ? AND token = ? AND op = ?",
+        (job_id, token, op),
+    ).fetchone()
+    if receipt is not None:
+        return JobResult(receipt["result"])
+    if job["status"] in TERMINAL_STATUSES:
+        return JobResult("already-terminal", job["status"])
+    return JobResult("lease-lost")
+
+
+def set_terminal(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    status: str,
+    extra: str = "",
+    fence: str = FENCE,
+) -> bool:
+    """End the job in ``status`` (freeing every slot and the lease) if ``fence`` holds."""
+    cur = conn.execute(
+        f"UPDATE {JOBS} SET {TERMINAL}{extra} WHERE {fence}", {**params, "status": status}
+    )
+    return cur.rowcount == 1
+
+
+def to_pending_or_supersede(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    extra: str,
+    result: ResultStatus,
+    fence: str = FENCE,
+) -> ResultStatus | None:
+    """Back to pending (``result``); ``superseded`` when a follower already holds the
+    pending slot; None when ``fence`` does not hold."""
+    try:
+        cur = conn.execute(f"UPDATE {JOBS} SET {BACK_TO_PENDING}{extra} WHERE {fence}", params)
+    except sqlite3.IntegrityError:
+        return "superseded" if set_terminal(conn, params, "superseded", fence=fence) else None
+    return result if cur.rowcount == 1 else None
+
+
+def complete(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+    """Complete the job if the fence holds. No receipt row: the row keeps the claim token
+    (``done_token``), which answers a repeat of this completion (see :func:`resolve_miss`)."""
+    return set_terminal(conn, params, "completed", ", done_token = :token")
+
+
+def complete_many(
+    conn: sqlite3.Connection, completions: Sequence[Completion], now: int
+) -> list[JobResult]:
+    """Complete each job whose fence holds (with its logs); for the others, why not (see
+    :func:`resolve_miss`)."""
+    results: list[JobResult] = []
+    for c in completions:
+        params = {"id": c.job_id, "token": c.token, "now": now}
+        if not complete(conn, params):
+            results.append(resolve_miss(conn, c.job_id, c.token, "complete"))
+            continue
+        add_logs(conn, c.job_id, c.logs)
+        results.append(JobResult("completed"))
+    return results
+
+
+def fail(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    reason: str,
+    retry_at: int,
+    exhausted: str = "retries-exhausted",
+) -> ResultStatus | None:
+    """Retry at ``retry_at`` while attempts remain, else fail with failure kind
+    ``exhausted``; the attempt count is read under the write lock, so it cannot change in
+    between."""
+    row = conn.execute(
+        f"SELECT attempts, max_attempts FROM {JOBS} WHERE {FENCE}", params
+    ).fetchone()
+    if row is None:
+        return None
+    values = {**params, "reason": reason, "retry_at": retry_at, "kind": exhausted}
+    if row["attempts"] >= row["max_attempts"]:
+        extra = ", fail_reason = :reason, failure_kind = :kind"
+        return "failed-terminal" if set_terminal(conn, values, "failed", extra) else None
+    extra = ", run_at = :retry_at, fail_reason = :reason"
+    return to_pending_or_supersede(conn, values, extra, "retry-scheduled")
+
+
+def append_journal(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    position: int,
+) -> bool:
+    """Append ``records`` to the journal of the claim ``params`` fences, when it holds
+    exactly ``position`` entries. True when the journal then holds them (a repeat of an
+    append that already applied counts); False when the fence does not hold."""
+    row = conn.execute(f"SELECT journal FROM {JOBS} WHERE {FENCE}", params).fetchone()
+    if row is None:
+        return False
+    journal: list[Any] = list(codec.decode_journal(row["journal"]))
+    if len(journal) != position:
+        # Only the claim holder appends: entries past ``position`` are this append.
+        return len(journal) >= position + len(records)
+    journal.extend(records)
+    text = codec.encode_payload(journal)
+    conn.execute(f"UPDATE {JOBS} SET journal = :journal WHERE {FENCE}", {**params, "journal": text})
+    return True
+
+
+# -- recovery and operations ------------------------------------------------------------------
+def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any]) -> str | None:
+    """Recover one expired lease, fenced on its token and on the lease still being expired
+    (``:cutoff``): ``stalled``, ``recovered``, ``superseded`` or None (it moved on)."""
+    values = {**params, "id": row["id"], "token": row["claim_token"]}
+    fence = f"{FENCE} AND heartbeat_at < :cutoff"
+    decision = reap_decision(
+        row["attempts"],
+        row["max_attempts"],
+        reserved=bool(row["reserved"]),
+        unstarted_reaps=row["unstarted_reaps"],
+    )
+    if decision == "stall":
+        values["reason"] = STALLED_REASON
+        extra = ", fail_reason = :reason, failure_kind = 'stalled'"
+        return "stalled" if set_terminal(conn, values, "failed", extra, fence) else None
+    extra = ", run_at = :now"
+    if decision == "refund":
+        extra += ", attempts = attempts - 1, unstarted_reaps = unstarted_reaps + 1"
+    moved = to_pending_or_supersede(conn, values, extra, "released", fence)
+    if moved is None:
+        return None
+    return "superseded" if moved == "superseded" else "recovered"
+
+
+def mark_started(conn: sqlite3.Connection, tokens: Sequence[str]) -> None:
+    """Record that the reserved claims holding ``tokens`` started their handlers (a claim
+    token is random per claim, so it alone fences the write)."""
+    for start in range(0, len(tokens), 500):
+        chunk = tuple(tokens[start : start + 500])
+        marks = ", ".join("?" * len(chunk))
+        conn.execute(
+            f"UPDATE {JOBS} SET reserved = 0 "
+            f"WHERE claim_token IN ({marks}) AND status = 'active' AND reserved = 1",
+            chunk,
+        )
+
+
+def retry(conn: sqlite3.Connection, job_id: str, now: int) -> bool:
+    """failed -> pending with attempts 0, due ``now``, taking its key back; False when the
+    job is not failed or its key is live (under either scope)."""
+    row = conn.execute(
+        f"SELECT dedupe_key, dedupe_scope FROM {JOBS} WHERE id = ? AND status = 'failed'",
+        (job_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    params: dict[str, Any] = {"id": job_id, "now": now, "key": row["dedupe_key"]}
+    take_slot = ""
+    if row["dedupe_key"] is not None:
+        scope = row["dedupe_scope"] or "pending+active"
+        other = conn.execute(
+            f"SELECT 1 FROM {JOBS} WHERE {other_scope_filter(scope)} LIMIT 1", params
+        ).fetchone()
+        if other is not None:
+            return False
+        take_slot = f", {pending_slot(scope)} = :key"
+    try:
+        cur = conn.execute(
+            f"UPDATE {JOBS} SET status = 'pending', attempts = 0, run_at = :now, "
+            f"updated_at = :now, failure_kind = NULL, finished_at = NULL{take_slot} "
+            "WHERE id = :id AND status = 'failed'",
+            params,
+        )
+    except sqlite3.IntegrityError:
+        return False  # the key is live again under the same scope
+    return cur.rowcount == 1
