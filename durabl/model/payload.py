@@ -9,9 +9,12 @@ works on the other: ``None``, ``bool``, ``int`` (signed 64-bit), ``float``, ``st
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
+
+from durabl.model.clock import as_utc
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -83,3 +86,31 @@ def _check_text(text: str, path: str) -> int:
         return len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise TypeError(f"{path}: string is not valid UTF-8 ({exc.reason})") from None
+
+
+def to_millis(value: datetime) -> datetime:
+    """``value`` as aware UTC cut to the millisecond: the precision every store keeps."""
+    value = as_utc(value)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def portable(value: Any) -> Any:
+    """A fresh copy of a (validated) payload as a store's round trip returns it: tuples
+    become lists, datetimes aware UTC milliseconds, subclasses their base type."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, datetime):
+        return to_millis(value)
+    if isinstance(value, dict):
+        return {str.__str__(k): portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(v) for v in value]
+    return copy.deepcopy(value)

@@ -25,7 +25,7 @@ from durabl.model.exceptions import DurablError
 from durabl.model.job import Job, JournalRecord
 from durabl.model.options import MAX_PAYLOAD_BYTES
 from durabl.model.payload import check_payload
-from durabl.stores.memory.store import _portable
+from durabl.model.payload import portable as _portable
 
 STEP = "step"
 SLEEP = "sleep"

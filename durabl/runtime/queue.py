@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
-from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
+from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import (
     FailureKind,
@@ -68,7 +68,7 @@ class JobQueue:
         self.logger = logger or _module_logger
         self.visibility_timeout = vt
         self.on_job_event = on_job_event
-        self.clock: Clock = clock or getattr(backend, "clock", None) or SYSTEM_CLOCK
+        self.clock: Clock = clock or backend.clock
         self.lease_owner = default_lease_owner()
         self._lock = threading.RLock()
         self._started = False
@@ -176,7 +176,7 @@ class JobQueue:
         processor = self._processors.get(type)
         if processor is None or self._closing():
             return
-        if getattr(self.backend, "immediate", False):
+        if self.backend.immediate:
             processor.process_one()
         else:
             processor.wake()
@@ -203,7 +203,7 @@ class JobQueue:
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
         )
-        if not getattr(self.backend, "immediate", False):
+        if not self.backend.immediate:
             processor.start()
             self._start_push(type)
 
@@ -331,10 +331,9 @@ class JobQueue:
             status = watcher.status()
             return QueueHealth(healthy, status.pickup, status.reason, processing, status.details)
         backend = self.backend
-        if not isinstance(backend, PushSource):
-            reason = f"{type(backend).__name__} has no push pickup"
-        elif not getattr(backend, "use_change_streams", True):
-            reason = "change streams are off (use_change_streams=False)"
+        unavailable = backend.push_unavailable()
+        if unavailable is not None:
+            reason = unavailable
         elif not healthy:
             reason = "the queue is shutting down"
         elif not backend.supports_push:

@@ -8,11 +8,13 @@ is retried after an ambiguous failure reports its first result.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
@@ -60,12 +62,24 @@ class InlineClaimResult:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A job store. Thread-safe; synchronous."""
+    """A job store. Thread-safe; synchronous. Stores subclass :class:`StoreBase`, which
+    declares every capability with its default and writes the store-neutral operations
+    once."""
 
     #: True when the store can hold an orchestration journal on the job.
     supports_journal: bool
     #: True when push pickup (change streams) is active for this store.
     supports_push: bool
+    #: True when a queue on this store runs handlers inside ``enqueue`` by default.
+    immediate: bool
+    #: The clock the store reads time from (leases, due times); the queue uses it too.
+    clock: Clock
+    #: Seconds of clock difference between processes that the reaper allows for.
+    clock_skew_allowance: float
+
+    def push_unavailable(self) -> str | None:
+        """Why push pickup cannot run on this store, or None when it can (it starts with
+        the first ``process()`` once ``startup()`` verified it)."""
 
     def startup(self) -> None:
         """Create indexes/schema. Idempotent; safe on a store that already holds jobs."""
@@ -215,6 +229,50 @@ class Backend(Protocol):
 
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
+
+
+class StoreBase(ABC):
+    """The base of every store: each capability declared with its default, and the
+    operations that are the same on every store written here once. A store overrides a
+    capability by assigning it (on the class, or per instance after ``startup()``)."""
+
+    supports_journal: bool = False
+    supports_push: bool = False
+    immediate: bool = False
+    clock: Clock = SYSTEM_CLOCK
+    clock_skew_allowance: float = 0.0
+
+    def push_unavailable(self) -> str | None:
+        return f"{type(self).__name__} has no push pickup"
+
+    def close(self) -> None:  # noqa: B027 - a store with connections of its own overrides it
+        """Nothing to release unless the store opened connections itself."""
+
+    def check_size(self, job: NewJob) -> None:  # noqa: B027 - stores with a size limit override it
+        """Nothing beyond the shared payload budget that ``build_new_job`` applied."""
+
+    @abstractmethod
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        """See :meth:`Backend.complete`."""
+
+    @abstractmethod
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        """See :meth:`Backend.reap`."""
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """One :meth:`complete` per completion; stores that can write them together
+        override this."""
+        return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
+
+    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
+        """Sweep until nothing expired is left: the number of jobs recovered (pending
+        again, stalled or superseded)."""
+        total = 0
+        while True:
+            report = self.reap(visibility_timeout)
+            total += report.handled
+            if not report.saturated or not report.handled:
+                return total
 
 
 ClaimSource = Literal["poll", "inline", "drain"]

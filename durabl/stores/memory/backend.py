@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from durabl.model.clock import Clock
 from durabl.model.exceptions import DedupeScopeConflictError
@@ -35,13 +35,13 @@ from durabl.model.job import (
 )
 from durabl.model.options import MAX_FAIL_REASON_BYTES, NewJob, clip_text
 from durabl.model.rules import STALLED_REASON, reap_decision
-from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult
+from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.memory.store import MemoryStore, _ms, _portable, _Record
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
 
 
-class MemoryBackend(MemoryStore):
+class MemoryBackend(StoreBase, MemoryStore):
     """Jobs in a dict, guarded by one re-entrant lock. Nothing survives the process.
 
     ``clock_skew_allowance`` (seconds) is added to the reaper's cutoff like MongoJobQueue's;
@@ -51,7 +51,6 @@ class MemoryBackend(MemoryStore):
     supports_journal: bool = True
     supports_push: bool = False
     #: JobQueue runs the registered handler inside ``enqueue`` when this is True.
-    immediate: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._jobs)})"
@@ -319,14 +318,6 @@ class MemoryBackend(MemoryStore):
             ids = tuple(r.id for r in stuck)
             return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
 
-    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
-        total = 0
-        while True:
-            report = self.reap(visibility_timeout)
-            total += report.handled
-            if not report.saturated or not report.handled:
-                return total
-
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
         with self._lock:
@@ -522,7 +513,7 @@ class ImmediateBackend(MemoryBackend):
     ``queue.process`` registered for the type inside ``enqueue`` itself, so ``enqueue``
     returns only after the job has run. Jobs of a type with no handler wait in memory."""
 
-    immediate: ClassVar[bool] = True
+    immediate = True
 
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     FAILURE_KINDS,
@@ -39,37 +39,14 @@ from durabl.model.options import (
     NewJob,
     clip_text,
 )
+from durabl.model.payload import portable, to_millis
 
 _TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
-def _ms(value: datetime) -> datetime:
-    """``value`` as aware UTC cut to the millisecond, as MongoDB would store it."""
-    value = as_utc(value)
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
-
-
-def _portable(value: Any) -> Any:
-    """A fresh copy of a (validated) payload as a BSON round trip would return it:
-    tuples become lists, datetimes aware UTC milliseconds, subclasses their base type."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, datetime):
-        return _ms(value)
-    if isinstance(value, dict):
-        return {str.__str__(k): _portable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_portable(v) for v in value]
-    return copy.deepcopy(value)
+_ms = to_millis
+_portable = portable
 
 
 @dataclass(eq=False)

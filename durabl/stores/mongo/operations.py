@@ -92,14 +92,6 @@ class MongoOperations(MongoStore):
 
         return self._call("reap", write)
 
-    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
-        total = 0
-        while True:
-            report = self.reap(visibility_timeout)
-            total += report.handled
-            if not report.saturated or not report.handled:
-                return total
-
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
         query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}

@@ -25,6 +25,7 @@ from pymongo.errors import PyMongoError
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.options import PUSH_SAFETY_POLL_INTERVAL
+from durabl.stores.base import StoreBase
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, PENDING_SLOT, SLOTS
 from durabl.stores.mongo.indexes import ensure_indexes
@@ -50,7 +51,7 @@ def is_mongomock(db: Any) -> bool:
     return type(db).__module__.split(".")[0] == "mongomock"
 
 
-class MongoStore:
+class MongoStore(StoreBase):
     """One collection and how to talk to it; see :class:`durabl.MongoJobQueue` for the
     constructor's arguments."""
 
@@ -159,6 +160,13 @@ class MongoStore:
             self._offset = as_utc(server) - midpoint
 
     # -- startup --------------------------------------------------------------------------
+    def push_unavailable(self) -> str | None:
+        if not self.use_change_streams:
+            return "change streams are off (use_change_streams=False)"
+        if not self.supports_push:
+            return "push pickup is not verified yet (the store's startup() has not run)"
+        return None
+
     def startup(self) -> None:
         """Create the indexes (idempotent) and check change-stream support if asked."""
         with self._startup_lock:

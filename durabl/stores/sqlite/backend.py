@@ -12,7 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, as_utc, to_seconds
 from durabl.model.exceptions import DurablError
@@ -31,7 +31,13 @@ from durabl.model.job import (
     handle_for,
 )
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
-from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
+from durabl.stores.base import (
+    Completion,
+    EnqueueResult,
+    InlineClaimResult,
+    PushListener,
+    StoreBase,
+)
 from durabl.stores.sqlite import codec, queries, schema, writes
 from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
 from durabl.stores.sqlite.queries import JOBS
@@ -43,7 +49,7 @@ R = TypeVar("R")
 MIN_SQLITE = (3, 35, 0)
 
 
-class SqliteJobQueue:
+class SqliteJobQueue(StoreBase):
     """Jobs in one SQLite file (WAL mode), safe across threads and processes.
 
     Each thread uses its own connection; each write is one ``BEGIN IMMEDIATE`` transaction,
@@ -69,8 +75,6 @@ class SqliteJobQueue:
     #: Push here only adds wake-ups: processors keep polling at their usual interval, for
     #: jobs that become due later (``run_at``, retries) with no commit to announce them.
     safety_poll_interval = DEFAULT_POLL_INTERVAL
-    #: JobQueue runs handlers inside ``enqueue`` only for immediate backends.
-    immediate: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -132,6 +136,11 @@ class SqliteJobQueue:
         if not self._started:
             self.startup()
         return self._db.run(operation, fn, write=False)
+
+    def push_unavailable(self) -> str | None:
+        if not self.supports_push:
+            return "the change check is off (change_check_interval=None)"
+        return None
 
     def startup(self) -> None:
         """Create or upgrade the schema. Idempotent; safe on a file that holds jobs and when
@@ -451,14 +460,6 @@ class SqliteJobQueue:
             )
 
         return self._write("reap", sweep)
-
-    def recover_stuck_jobs(self, visibility_timeout: float) -> int:
-        total = 0
-        while True:
-            report = self.reap(visibility_timeout)
-            total += report.handled
-            if not report.saturated or not report.handled:
-                return total
 
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
