@@ -38,9 +38,10 @@ test-mongo: $(STAMP) ## Contract, integration and change-stream suites on a real
 			tests/unit/test_mongo_backend.py -k "mongodb or changestream_real" -rs $(PYTEST_ARGS); \
 	fi
 
-lint: $(STAMP) ## ruff (lint and format check)
+lint: $(STAMP) ## ruff (lint and format check) and the import contracts (layers)
 	$(BIN)/ruff check durabl durabl_django tests bench examples
 	$(BIN)/ruff format --check durabl durabl_django tests bench examples
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP) ## mypy --strict
 	$(BIN)/mypy
