@@ -6,7 +6,19 @@ decided here, once, so the stores cannot drift apart.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from durabl.model.clock import as_utc
+from durabl.model.job import (
+    FAILURE_KINDS,
+    STATUSES,
+    TERMINAL_STATUSES,
+    JobResult,
+    QueueStats,
+    ResultStatus,
+)
 
 STALLED_REASON = "lease expired: the worker stopped heartbeating (crashed or hung)"
 """The ``fail_reason`` of a job the reaper gave up on (failure kind ``stalled``)."""
@@ -39,3 +51,52 @@ def reap_decision(
     if attempts >= max_attempts:
         return "stall"
     return "recover"
+
+
+# -- operator queries -------------------------------------------------------------------------
+def check_filters(status: str | None, failure_kind: str | None) -> None:
+    """Raise ``ValueError`` unless ``status`` and ``failure_kind`` (each optional) name a
+    known status and failure kind: the check ``list_jobs`` and ``count_jobs`` make on every
+    store before they read anything."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    if failure_kind is not None and failure_kind not in FAILURE_KINDS:
+        raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+
+
+def stats_from_counts(
+    counts: Mapping[Any, int],
+    failed_by_kind: Mapping[Any, int],
+    oldest_due: datetime | None,
+    now: datetime,
+) -> QueueStats:
+    """The :class:`QueueStats` a store reports from what it counted: jobs per status,
+    failed jobs per failure kind (unknown kinds and zero counts are left out, the rest kept
+    in :data:`FAILURE_KINDS` order) and the ``run_at`` of the oldest due pending job."""
+    oldest = as_utc(oldest_due) if oldest_due is not None else None
+    lag = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
+    return QueueStats(
+        pending=counts.get("pending", 0),
+        active=counts.get("active", 0),
+        completed=counts.get("completed", 0),
+        failed=counts.get("failed", 0),
+        superseded=counts.get("superseded", 0),
+        oldest_pending_run_at=oldest,
+        oldest_pending_lag=lag,
+        failed_by_kind={kind: n for kind in FAILURE_KINDS if (n := failed_by_kind.get(kind, 0))},
+    )
+
+
+# -- fenced writes ----------------------------------------------------------------------------
+def resolve_miss(status: str | None, receipt: ResultStatus | None) -> JobResult:
+    """Why a fenced write matched nothing, from what the store holds for the job: its
+    ``status`` (None: no such job) and the ``receipt`` of this (claim token, operation), if
+    one is kept. A repeat of a write that applied reports its first result; else the job
+    ended (``already-terminal``) or another claim holds it (``lease-lost``)."""
+    if status is None:
+        return JobResult("not-found")
+    if receipt is not None:
+        return JobResult(receipt)
+    if status in TERMINAL_STATUSES:
+        return JobResult("already-terminal", status)
+    return JobResult("lease-lost")

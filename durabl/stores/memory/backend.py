@@ -12,6 +12,7 @@ import functools
 import inspect
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 from durabl.model.clock import Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
-    FAILURE_KINDS,
-    STATUSES,
     FailureKind,
     HeartbeatResult,
     Job,
@@ -34,7 +33,7 @@ from durabl.model.job import (
     handle_for,
 )
 from durabl.model.options import MAX_FAIL_REASON_BYTES, NewJob, clip_text
-from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
 from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.memory.store import MemoryStore, _ms, _portable, _Record
 
@@ -401,25 +400,10 @@ class MemoryBackend(StoreBase, MemoryStore):
         with self._lock:
             now = self.now()
             rows = [r for r in self._jobs.values() if type is None or r.type == type]
-            counts = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
-            by_kind: dict[str, int] = {
-                kind: n
-                for kind in FAILURE_KINDS
-                if (n := sum(1 for r in rows if r.status == "failed" and r.failure_kind == kind))
-            }
+            counts = Counter(r.status for r in rows)
+            by_kind = Counter(r.failure_kind for r in rows if r.status == "failed")
             due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
-            oldest = min(due) if due else None
-            lag = max((now - oldest).total_seconds(), 0.0) if oldest else 0.0
-            return QueueStats(
-                pending=counts["pending"],
-                active=counts["active"],
-                completed=counts["completed"],
-                failed=counts["failed"],
-                superseded=counts["superseded"],
-                oldest_pending_run_at=oldest,
-                oldest_pending_lag=lag,
-                failed_by_kind=by_kind,
-            )
+            return stats_from_counts(counts, by_kind, min(due, default=None), now)
 
     def job_types(self) -> list[str]:
         with self._lock:

@@ -18,8 +18,6 @@ from typing import Any
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
-    FAILURE_KINDS,
-    STATUSES,
     TERMINAL_STATUSES,
     BackoffKind,
     DedupeScope,
@@ -40,6 +38,7 @@ from durabl.model.options import (
     clip_text,
 )
 from durabl.model.payload import portable, to_millis
+from durabl.model.rules import check_filters, resolve_miss
 
 _TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -198,10 +197,7 @@ class MemoryStore:
         failure_kind: str | None,
         search: str | None,
     ) -> list[_Record]:
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        if failure_kind is not None and failure_kind not in FAILURE_KINDS:
-            raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+        check_filters(status, failure_kind)
         return [
             r
             for r in self._jobs.values()
@@ -221,16 +217,11 @@ class MemoryStore:
         earlier result, a terminal job, a lost lease, or no job at all."""
         rec = self._jobs.get(job_id)
         if rec is None:
-            return JobResult("not-found")
+            return resolve_miss(None, None)
         if rec.status == "active" and rec.claim_token == token:
             return rec
-        for r_token, r_op, result in rec.receipts:
-            if r_token == token and r_op == op:
-                return JobResult(result)
-        terminal = _TERMINAL.get(rec.status)
-        if terminal is not None:
-            return JobResult("already-terminal", terminal)
-        return JobResult("lease-lost")
+        receipt = next((r for t, o, r in rec.receipts if t == token and o == op), None)
+        return resolve_miss(rec.status, receipt)
 
     @staticmethod
     def _add_logs(rec: _Record, logs: Sequence[LogEntry]) -> None:

@@ -30,6 +30,7 @@ from durabl.model.job import (
     handle_for,
 )
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.model.rules import resolve_miss
 from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.bulk import FencedBatch
@@ -306,13 +307,10 @@ class MongoJobQueue(MongoOperations):
         lost lease, or no job at all."""
         doc = self.col.find_one({"_id": job_id}, {"status": 1, "receipts": 1})
         if doc is None:
-            return JobResult("not-found")
-        for receipt in doc.get("receipts") or ():
-            if receipt.get("t") == token and receipt.get("op") == op:
-                return JobResult(receipt["r"])
-        if doc["status"] in ("completed", "failed", "superseded"):
-            return JobResult("already-terminal", doc["status"])
-        return JobResult("lease-lost")
+            return resolve_miss(None, None)
+        receipts = doc.get("receipts") or ()
+        mine = (r["r"] for r in receipts if r.get("t") == token and r.get("op") == op)
+        return resolve_miss(doc["status"], next(mine, None))
 
     def _fenced(
         self,

@@ -10,9 +10,8 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from durabl.model.clock import as_utc
 from durabl.model.job import FAILURE_KINDS, STATUSES, FailureKind, Job, QueueStats, ReapReport
-from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.model.rules import STALLED_REASON, check_filters, reap_decision, stats_from_counts
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.codec import SLOTS
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
@@ -113,10 +112,7 @@ class MongoOperations(MongoStore):
         failure_kind: str | None,
         search: str | None,
     ) -> dict[str, Any]:
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        if failure_kind is not None and failure_kind not in FAILURE_KINDS:
-            raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+        check_filters(status, failure_kind)
         query: dict[str, Any] = {}
         if status is not None:
             query["status"] = status
@@ -222,32 +218,17 @@ class MongoOperations(MongoStore):
 
         def read() -> QueueStats:
             counts = {s: self.col.count_documents({**base, "status": s}) for s in STATUSES}
-            by_kind: dict[str, int] = {
-                kind: n
+            failed = {**base, "status": "failed"}
+            by_kind = {
+                kind: self.col.count_documents({**failed, "failure_kind": kind})
                 for kind in FAILURE_KINDS
-                if (
-                    n := self.col.count_documents(
-                        {**base, "status": "failed", "failure_kind": kind}
-                    )
-                )
             }
             oldest = self.col.find_one(
                 {**base, "status": "pending", "run_at": {"$lte": now}},
                 {"run_at": 1},
                 sort=[("run_at", 1)],
             )
-            oldest_at = as_utc(oldest["run_at"]) if oldest else None
-            lag = max((now - oldest_at).total_seconds(), 0.0) if oldest_at else 0.0
-            return QueueStats(
-                pending=counts["pending"],
-                active=counts["active"],
-                completed=counts["completed"],
-                failed=counts["failed"],
-                superseded=counts["superseded"],
-                oldest_pending_run_at=oldest_at,
-                oldest_pending_lag=lag,
-                failed_by_kind=by_kind,
-            )
+            return stats_from_counts(counts, by_kind, oldest["run_at"] if oldest else None, now)
 
         return self._call("get_stats", read)
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from durabl.model.job import FAILURE_KINDS, STATUSES, Job, LogEntry, QueueStats
+from durabl.model.job import Job, LogEntry, QueueStats
+from durabl.model.rules import check_filters, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -93,10 +94,7 @@ def filters(
 ) -> tuple[str, dict[str, Any]]:
     """A WHERE clause and its parameters. ``search`` is an exact job id or a prefix of the
     dedupe key, compared byte for byte (case-sensitive, no wildcards)."""
-    if status is not None and status not in STATUSES:
-        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-    if failure_kind is not None and failure_kind not in FAILURE_KINDS:
-        raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+    check_filters(status, failure_kind)
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if status is not None:
@@ -144,35 +142,22 @@ def count_jobs(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> 
 def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueStats:
     scope = "" if type is None else " AND type = :type"
     params: dict[str, Any] = {"type": type, "now": codec.to_ms(now)}
-    counts = dict.fromkeys(STATUSES, 0)
-    for row in conn.execute(
-        f"SELECT status, count(*) AS n FROM {JOBS} WHERE 1{scope} GROUP BY status", params
-    ):
-        counts[row["status"]] = row["n"]
-    by_kind: dict[str, int] = {}
-    for row in conn.execute(
-        f"SELECT failure_kind, count(*) AS n FROM {JOBS} WHERE status = 'failed'{scope} "
-        "GROUP BY failure_kind",
-        params,
-    ):
-        if row["failure_kind"] in FAILURE_KINDS and row["n"]:
-            by_kind[row["failure_kind"]] = row["n"]
+    counts = dict(
+        conn.execute(f"SELECT status, count(*) FROM {JOBS} WHERE 1{scope} GROUP BY status", params)
+    )
+    by_kind = dict(
+        conn.execute(
+            f"SELECT failure_kind, count(*) FROM {JOBS} WHERE status = 'failed'{scope} "
+            "GROUP BY failure_kind",
+            params,
+        )
+    )
     oldest_ms = conn.execute(
         f"SELECT min(run_at) FROM {JOBS} WHERE status = 'pending' AND run_at <= :now{scope}",
         params,
     ).fetchone()[0]
     oldest = codec.from_ms(oldest_ms) if oldest_ms is not None else None
-    lag = max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
-    return QueueStats(
-        pending=counts["pending"],
-        active=counts["active"],
-        completed=counts["completed"],
-        failed=counts["failed"],
-        superseded=counts["superseded"],
-        oldest_pending_run_at=oldest,
-        oldest_pending_lag=lag,
-        failed_by_kind={kind: by_kind[kind] for kind in FAILURE_KINDS if kind in by_kind},
-    )
+    return stats_from_counts(counts, by_kind, oldest, now)
 
 
 def job_types(conn: sqlite3.Connection) -> list[str]:

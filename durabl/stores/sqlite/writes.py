@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
-from durabl.model.job import TERMINAL_STATUSES, JobResult, LogEntry, ResultStatus
+from durabl.model.job import JobResult, LogEntry, ResultStatus
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
-from durabl.model.rules import STALLED_REASON, reap_decision
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
@@ -227,18 +227,14 @@ def resolve_miss(conn: sqlite3.Connection, job_id: str, token: str, op: str) -> 
     lease, or no job at all."""
     job = conn.execute(f"SELECT status, done_token FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
     if job is None:
-        return JobResult("not-found")
+        return rules.resolve_miss(None, None)
     if op == "complete" and job["status"] == "completed" and job["done_token"] == token:
-        return JobResult("completed")  # this completion, repeated
+        return rules.resolve_miss("completed", "completed")  # this completion, repeated
     receipt = conn.execute(
         f"SELECT result FROM {RECEIPTS} WHERE job_id = ? AND token = ? AND op = ?",
         (job_id, token, op),
     ).fetchone()
-    if receipt is not None:
-        return JobResult(receipt["result"])
-    if job["status"] in TERMINAL_STATUSES:
-        return JobResult("already-terminal", job["status"])
-    return JobResult("lease-lost")
+    return rules.resolve_miss(job["status"], receipt["result"] if receipt else None)
 
 
 def set_terminal(
@@ -344,14 +340,14 @@ def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any])
     (``:cutoff``): ``stalled``, ``recovered``, ``superseded`` or None (it moved on)."""
     values = {**params, "id": row["id"], "token": row["claim_token"]}
     fence = f"{FENCE} AND heartbeat_at < :cutoff"
-    decision = reap_decision(
+    decision = rules.reap_decision(
         row["attempts"],
         row["max_attempts"],
         reserved=bool(row["reserved"]),
         unstarted_reaps=row["unstarted_reaps"],
     )
     if decision == "stall":
-        values["reason"] = STALLED_REASON
+        values["reason"] = rules.STALLED_REASON
         extra = ", fail_reason = :reason, failure_kind = 'stalled'"
         return "stalled" if set_terminal(conn, values, "failed", extra, fence) else None
     extra = ", run_at = :now"
