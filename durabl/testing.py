@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
-from durabl.model.abort import JobContext
+from durabl.model.abort import JobContext, LogBuffer
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job, JournalAppendResult, LogEntry
 from durabl.model.options import MAX_LOG_ENTRIES
@@ -102,14 +102,17 @@ class _CrashHooks:
 
 
 class _MemoryJournal:
-    def __init__(self, harness: OrchestrationHarness) -> None:
-        self._harness = harness
+    """A harness's journal (the list itself, appended in place) and its clock."""
+
+    def __init__(self, journal: list[dict[str, Any]], now: Callable[[], datetime]) -> None:
+        self._journal = journal
+        self._now = now
 
     def now(self) -> datetime:
-        return self._harness._now()
+        return self._now()
 
     def append(self, entries: list[dict[str, Any]], position: int) -> JournalAppendResult:
-        journal = self._harness._journal
+        journal = self._journal
         if position != len(journal):
             return "lease-lost"
         journal.extend(portable(e) for e in entries)  # as a store hands it back
@@ -263,7 +266,8 @@ class OrchestrationHarness:
             journal=tuple(copy.deepcopy(self._journal)),
         )
         signal = RunSignal(self.clock)
-        ctx = JobContext(signal, self._now)
+        logs = LogBuffer(self._now)
+        ctx = JobContext(signal, logs)
         hooks = _CrashHooks(after, before)
         run_limit = None
         if self.max_duration is not None:
@@ -271,7 +275,7 @@ class OrchestrationHarness:
             run_limit = (self.clock.monotonic() + self.max_duration, reason)
         octx = OrchestrationContext(
             job,
-            io=_MemoryJournal(self),
+            io=_MemoryJournal(self._journal, self._now),
             signal=signal,
             log=ctx.log,
             budget=journal_budget(job, self.max_journal_bytes),
@@ -298,7 +302,7 @@ class OrchestrationHarness:
         else:
             self.status = "completed"
         finally:
-            self._logs.extend(ctx._take_logs())
+            self._logs.extend(logs.take())
         target = after or before
         if target is not None and not hooks.fired:
             raise AssertionError(

@@ -60,6 +60,12 @@ class AbortSignal:
     def deadline(self) -> float | None:
         return self._deadline
 
+    @property
+    def limit(self) -> float | None:
+        """A monotonic time past which the run aborts besides its lease deadline (a step
+        timeout, a maximum duration); None here, set by a managed run's signal."""
+        return None
+
     def _check_deadline(self) -> None:
         deadline = self._deadline
         if deadline is not None and self._reason is None and self._clock.monotonic() >= deadline:
@@ -100,16 +106,48 @@ class AbortSignal:
             raise JobAborted(self._reason or "aborted")
 
 
-class JobContext:
-    """What a handler gets besides the job: ``signal`` and ``log(message)``."""
+class LogBuffer:
+    """The lines a handler logged and the store has not got yet. Its run hands them over
+    with the next heartbeat or the terminal write; the newest entries are kept and long
+    lines are clipped."""
 
-    __slots__ = ("_lock", "_logs", "_now", "signal")
+    __slots__ = ("_lock", "_logs", "now")
 
-    def __init__(self, signal: AbortSignal, now: Callable[[], datetime]) -> None:
-        self.signal = signal
-        self._now = now
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self.now = now
         self._logs: list[LogEntry] = []
         self._lock = threading.Lock()
+
+    def append(self, message: str) -> None:
+        entry = LogEntry(self.now(), clip_text(str(message), MAX_LOG_MESSAGE_BYTES))
+        with self._lock:
+            self._logs.append(entry)
+            if len(self._logs) > MAX_LOG_ENTRIES:
+                del self._logs[: len(self._logs) - MAX_LOG_ENTRIES]
+
+    def take(self) -> list[LogEntry]:
+        """Hand over (and forget) the lines not yet stored."""
+        with self._lock:
+            logs, self._logs = self._logs, []
+        return logs
+
+    def requeue(self, logs: list[LogEntry]) -> None:
+        """Put back lines whose write failed, ahead of newer ones."""
+        with self._lock:
+            self._logs[:0] = logs
+            if len(self._logs) > MAX_LOG_ENTRIES:
+                del self._logs[: len(self._logs) - MAX_LOG_ENTRIES]
+
+
+class JobContext:
+    """What a handler gets besides the job: ``signal`` and ``log(message)``. Its lines go
+    to ``logs``, a :class:`LogBuffer` its run (or test harness) keeps."""
+
+    __slots__ = ("_logs", "signal")
+
+    def __init__(self, signal: AbortSignal, logs: LogBuffer) -> None:
+        self.signal = signal
+        self._logs = logs
 
     def __repr__(self) -> str:
         return f"JobContext(aborted={self.signal.aborted})"
@@ -117,21 +155,4 @@ class JobContext:
     def log(self, message: str) -> None:
         """Record a line on the job. Lines are stored with the next heartbeat or the
         terminal write; the newest entries are kept and long lines are clipped."""
-        entry = LogEntry(self._now(), clip_text(str(message), MAX_LOG_MESSAGE_BYTES))
-        with self._lock:
-            self._logs.append(entry)
-            if len(self._logs) > MAX_LOG_ENTRIES:
-                del self._logs[: len(self._logs) - MAX_LOG_ENTRIES]
-
-    def _take_logs(self) -> list[LogEntry]:
-        """Hand over (and forget) the lines not yet stored."""
-        with self._lock:
-            logs, self._logs = self._logs, []
-        return logs
-
-    def _requeue_logs(self, logs: list[LogEntry]) -> None:
-        """Put back lines whose write failed, ahead of newer ones."""
-        with self._lock:
-            self._logs[:0] = logs
-            if len(self._logs) > MAX_LOG_ENTRIES:
-                del self._logs[: len(self._logs) - MAX_LOG_ENTRIES]
+        self._logs.append(message)

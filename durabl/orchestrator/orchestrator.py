@@ -46,15 +46,14 @@ class JournalUnsupportedError(DurablError):
 
 
 def journal_capable(backend: Backend) -> bool:
-    return bool(getattr(backend, "supports_journal", False)) and callable(
-        getattr(backend, "append_journal", None)
-    )
+    """Whether the store declares that it holds orchestration journals."""
+    return backend.supports_journal
 
 
 def _journal_unsupported(backend: object) -> JournalUnsupportedError:
     return JournalUnsupportedError(
-        f"{backend!r} cannot hold an orchestration journal (supports_journal is false or "
-        "append_journal is missing): use MongoJobQueue, SqliteJobQueue or MemoryBackend"
+        f"{backend!r} cannot hold an orchestration journal (supports_journal is false): "
+        "use MongoJobQueue, SqliteJobQueue or MemoryBackend"
     )
 
 
@@ -68,7 +67,7 @@ def _opt_seconds(value: Seconds | None, name: str) -> float | None:
 
 
 class _RunJournal:
-    """The journal of one claimed job, written through its backend, fenced on the claim."""
+    """The journal of one claimed job, written through its run, fenced on the claim."""
 
     def __init__(self, run: ManagedRun) -> None:
         self._run = run
@@ -78,13 +77,10 @@ class _RunJournal:
         return self._backend.now()
 
     def append(self, entries: list[dict[str, Any]], position: int) -> JournalAppendResult:
-        handle = self._run.handle
-        return self._backend.append_journal(
-            handle.id, handle.claim_token, entries, position=position
-        )
+        return self._run.append_journal(entries, position)
 
     def heartbeat(self) -> HeartbeatStatus:
-        result = self._run.heartbeat.beat()
+        result = self._run.renew()
         if result == "applied":
             return "heartbeated"
         if result == "lease-lost":

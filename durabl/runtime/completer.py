@@ -20,13 +20,10 @@ import queue as queue_module
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from durabl.model.job import JobResult
 from durabl.stores.base import Backend, Completion
-
-if TYPE_CHECKING:
-    from durabl.runtime.run import ManagedRun
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +35,18 @@ when writes fall behind, workers slow down rather than pile up finished runs who
 nobody renews."""
 
 
+class CompletionOwner(Protocol):
+    """What hands a completion over: told once it is written (a managed run)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    def completion_written(self, result: JobResult | Exception, duration: float) -> None: ...
+
+
+R = TypeVar("R", bound=CompletionOwner)
+
+
 @dataclass(frozen=True)
 class _Start:
     """A reserved claim whose handler starts now: recorded with the next batch."""
@@ -46,11 +55,7 @@ class _Start:
     token: str
 
 
-_Entry = tuple["ManagedRun", Completion, float]
-_Item = _Entry | _Start
-
-
-class Completer:
+class Completer(Generic[R]):
     """Writes the completions handed to :meth:`submit`, in order, in batches."""
 
     def __init__(
@@ -58,7 +63,7 @@ class Completer:
         backend: Backend,
         name: str,
         *,
-        on_written: Callable[[ManagedRun], None] | None = None,
+        on_written: Callable[[R], None] | None = None,
         max_batch: int = MAX_BATCH,
         max_waiting: int | None = None,
     ) -> None:
@@ -74,7 +79,9 @@ class Completer:
         self.name = name
         self.max_batch = max_batch
         self._on_written = on_written
-        self._items: queue_module.SimpleQueue[_Item | None] = queue_module.SimpleQueue()
+        self._items: queue_module.SimpleQueue[tuple[R, Completion, float] | _Start | None] = (
+            queue_module.SimpleQueue()
+        )
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -82,8 +89,8 @@ class Completer:
         self.batches = 0
         self.written = 0
 
-    def submit(self, run: ManagedRun, completion: Completion, duration: float) -> None:
-        """Queue ``run``'s completion; the run is reported and untracked once written.
+    def submit(self, run: R, completion: Completion, duration: float) -> None:
+        """Queue ``run``'s completion; ``run.completion_written`` is called once written.
         After :meth:`close`, the calling thread writes it at once."""
         item = (run, completion, duration)
         with self._room:  # room is made as completions are written: see MAX_WAITING
@@ -144,10 +151,10 @@ class Completer:
             first = self._items.get()
             if first is None:
                 return
-            batch: list[_Entry] = []
+            batch: list[tuple[R, Completion, float]] = []
             starts: list[_Start] = []
             stop = False
-            item: _Item | None = first
+            item: tuple[R, Completion, float] | _Start | None = first
             while True:
                 if isinstance(item, _Start):
                     starts.append(item)
@@ -177,7 +184,7 @@ class Completer:
         except BaseException:  # never let it end the thread; the reaper refunds these
             logger.warning("recording %d job starts failed", len(starts), exc_info=True)
 
-    def _write(self, batch: list[_Entry]) -> None:
+    def _write(self, batch: list[tuple[R, Completion, float]]) -> None:
         try:
             outcomes = self._outcomes([completion for _, completion, _ in batch])
             self.batches += 1
@@ -195,24 +202,22 @@ class Completer:
         the batch as a whole fails, each is tried on its own: one bad completion must not
         cost the others theirs, and a repeat of a completion already written is answered
         from its receipt."""
-        many = getattr(self.backend, "complete_many", None)  # optional for custom stores
-        if many is not None:
-            try:
-                results = list(many(completions))
-                if len(results) == len(completions):
-                    self.written += len(results)
-                    return list(results)
-                logger.error(
-                    "complete_many returned %d results for %d completions; writing them one by one",
-                    len(results),
-                    len(completions),
-                )
-            except BaseException:
-                logger.warning(
-                    "writing %d completions together failed; writing them one by one",
-                    len(completions),
-                    exc_info=True,
-                )
+        try:
+            results = list(self.backend.complete_many(completions))
+            if len(results) == len(completions):
+                self.written += len(results)
+                return list(results)
+            logger.error(
+                "complete_many returned %d results for %d completions; writing them one by one",
+                len(results),
+                len(completions),
+            )
+        except BaseException:
+            logger.warning(
+                "writing %d completions together failed; writing them one by one",
+                len(completions),
+                exc_info=True,
+            )
         outcomes: list[JobResult | Exception] = []
         for c in completions:
             try:
@@ -224,9 +229,9 @@ class Completer:
                 outcomes.append(RuntimeError(f"{type(exc).__name__}: {exc}"))
         return outcomes
 
-    def _report(self, run: ManagedRun, outcome: JobResult | Exception, duration: float) -> None:
+    def _report(self, run: R, outcome: JobResult | Exception, duration: float) -> None:
         try:
-            run._written(outcome, duration)
+            run.completion_written(outcome, duration)
         except BaseException:  # a sink raising SystemExit must not stop the completions
             logger.exception("reporting the completion of job %s failed", run.job_id)
         if self._on_written is not None:

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, JobContext
+from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, LogBuffer
 from durabl.model.clock import Clock
 from durabl.model.sync import Flag
 from durabl.stores.base import Backend
@@ -34,7 +34,7 @@ class Heartbeat:
         token: str,
         *,
         signal: AbortSignal,
-        ctx: JobContext,
+        logs: LogBuffer,
         clock: Clock,
         interval: float,
         visibility_timeout: float,
@@ -44,7 +44,7 @@ class Heartbeat:
         self.job_id = job_id
         self.token = token
         self.signal = signal
-        self.ctx = ctx
+        self.logs = logs
         self.clock = clock
         self.interval = interval
         self.visibility_timeout = visibility_timeout
@@ -58,11 +58,11 @@ class Heartbeat:
     def beat(self) -> str | None:
         """One renewal. Returns "applied", "lease-lost", or None after an error."""
         sent_at = self.clock.monotonic()
-        logs = self.ctx._take_logs()
+        logs = self.logs.take()
         try:
             result = self.backend.heartbeat(self.job_id, self.token, logs=logs)
         except Exception:
-            self.ctx._requeue_logs(logs)
+            self.logs.requeue(logs)
             logger.warning(
                 "heartbeat failed for job %s",
                 self.job_id,
@@ -91,11 +91,11 @@ class Heartbeat:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._next_wait()):
-            if not self._tick():
+        while not self._stop.wait(self.next_wait()):
+            if not self.tick():
                 return
 
-    def _tick(self) -> bool:
+    def tick(self) -> bool:
         """What to do when a wait ends: renew if due. False once renewing is over."""
         if self.signal.aborted:
             # Lease trouble is reported; shutdown and a run's own limits are not.
@@ -108,14 +108,14 @@ class Heartbeat:
         self._due = self.clock.monotonic() + self.interval
         return self.beat() != "lease-lost"
 
-    def _next_wait(self) -> float:
+    def next_wait(self) -> float:
         """Sleep until the next renewal, but wake by the lease deadline to notice it."""
         now = self.clock.monotonic()
         wait = self._due - now
         deadline = self.signal.deadline
         if deadline is not None:
             wait = min(wait, deadline - now)
-        limit: float | None = getattr(self.signal, "limit", None)  # a RunSignal's limit
+        limit = self.signal.limit
         if limit is not None:
             wait = min(wait, limit - now)
         return max(wait, 0.01)
@@ -173,18 +173,18 @@ class HeartbeatThread:
                 if heartbeat is None:
                     self._cond.wait(self.interval)
                     continue
-                wait = heartbeat._next_wait()
+                wait = heartbeat.next_wait()
                 if wait > 0.01:
                     seen = self._changes
                     self._cond.wait(min(wait, self.interval))
                     if self._changes != seen or self._current is not heartbeat:
                         continue  # reassigned, left or closed while waiting
-                    if heartbeat._next_wait() > 0.01:
+                    if heartbeat.next_wait() > 0.01:
                         continue
                 self._busy = heartbeat
                 self._cond.release()
                 try:
-                    keep = heartbeat._tick()
+                    keep = heartbeat.tick()
                 except Exception:
                     logger.exception("heartbeat of job %s failed", heartbeat.job_id)
                     keep = True

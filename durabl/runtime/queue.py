@@ -19,7 +19,6 @@ from durabl.model.job import (
     Job,
     JobEvent,
     JobHandle,
-    PickupMode,
     QueueHealth,
     QueueStats,
     ReapReport,
@@ -27,21 +26,21 @@ from durabl.model.job import (
 )
 from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
-    DEFAULT_POLL_INTERVAL,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
     build_new_job,
     check_job_type,
 )
+from durabl.runtime.hooks import RunHook, RunHooks
+from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import Reaper, default_reaper_interval
+from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun, is_interrupt
 from durabl.runtime.shutdown import Drain, install_signal_handlers
 from durabl.runtime.worker import Processor
-from durabl.stores.base import Backend, PushSource, PushWatcher
+from durabl.stores.base import Backend
 
 _module_logger = logging.getLogger(__name__)
-
-PUSH_JOIN_TIMEOUT = 5.0
 
 
 def default_lease_owner() -> str:
@@ -50,7 +49,11 @@ def default_lease_owner() -> str:
 
 class JobQueue:
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
-    queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous."""
+    queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
+
+    ``immediate=True`` runs the handler registered for a type inside ``enqueue`` itself
+    (tests, scripts); None takes the store's default (``ImmediateBackend`` says True).
+    """
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class JobQueue:
         on_job_event: Callable[[JobEvent], object] | None = None,
         *,
         clock: Clock | None = None,
+        immediate: bool | None = None,
     ) -> None:
         vt = to_seconds(visibility_timeout, "visibility_timeout")
         if vt <= 0:
@@ -69,20 +73,32 @@ class JobQueue:
         self.visibility_timeout = vt
         self.on_job_event = on_job_event
         self.clock: Clock = clock or backend.clock
+        self.immediate: bool = backend.immediate if immediate is None else bool(immediate)
         self.lease_owner = default_lease_owner()
         self._lock = threading.RLock()
         self._started = False
         self._processors: dict[str, Processor] = {}
-        self._runs: set[ManagedRun] = set()
-        self._runs_changed = threading.Condition(self._lock)
+        #: The live runs: each tracks itself from its claim until its outcome is written.
+        self.runs: RunRegistry[ManagedRun] = RunRegistry()
+        #: What wraps every run: see :meth:`add_run_hook`.
+        self.run_hooks = RunHooks()
         self._reaper: Reaper | None = None
-        self._drain = Drain(self)
-        # Push pickup: one watcher per queue, started by the first process() on a store
-        # that offers it; processors left on the default interval follow its mode.
-        self._push: PushWatcher | None = None
-        self._push_types: frozenset[str] = frozenset()
-        self._push_mode: PickupMode = "poll"
-        self._default_interval: set[str] = set()
+        #: Push pickup: one change-stream watcher, started by the first process().
+        self.pickup = PushPickup(
+            backend,
+            self._processors,
+            lock=self._lock,
+            closing=self._closing,
+            emit=self.emit,
+            logger=self.logger,
+        )
+        self._drain = Drain(
+            clock=self.clock,
+            runs=self.runs,
+            processors=lambda: list(self._processors.values()),
+            stop_reaper=self.stop_reaper,
+            stop_pickup=self.pickup.stop,
+        )
 
     def __repr__(self) -> str:
         return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
@@ -98,18 +114,25 @@ class JobQueue:
         except Exception:
             self.logger.exception("on_job_event sink raised for %s event", event.kind)
 
-    def _track(self, run: ManagedRun) -> None:
-        with self._lock:
-            self._runs.add(run)
-
-    def _untrack(self, run: ManagedRun) -> None:
-        with self._lock:
-            self._runs.discard(run)
-            self._runs_changed.notify_all()
-
     def active_runs(self) -> list[ManagedRun]:
-        with self._lock:
-            return list(self._runs)
+        """The runs of this queue not over yet (claimed, running, or being written)."""
+        return self.runs.snapshot()
+
+    def wait_idle(self, timeout: Seconds | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: forever) until no run of this queue is
+        left; True when none is. New claims may start runs again afterwards."""
+        return self.runs.wait_until_empty(
+            None if timeout is None else to_seconds(timeout, "timeout")
+        )
+
+    def add_run_hook(self, hook: RunHook) -> Callable[[], None]:
+        """Wrap every managed run of this queue (worker pools, :meth:`run_pending`,
+        :meth:`run_claimed`, immediate runs, orchestrations) in
+        ``hook(job, proceed) -> object``, which must call ``proceed()`` exactly once and
+        return its value. Hooks nest in the order added (the first added is outermost);
+        one that raises before proceeding fails the attempt like the handler would.
+        Returns a function that removes the hook."""
+        return self.run_hooks.add(hook)
 
     # -- setup ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -176,7 +199,7 @@ class JobQueue:
         processor = self._processors.get(type)
         if processor is None or self._closing():
             return
-        if self.backend.immediate:
+        if self.immediate:
             processor.process_one()
         else:
             processor.wake()
@@ -203,9 +226,9 @@ class JobQueue:
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
         )
-        if not self.backend.immediate:
+        if not self.immediate:
             processor.start()
-            self._start_push(type)
+            self.pickup.route(type)
 
     def register(
         self,
@@ -247,8 +270,7 @@ class JobQueue:
             if type in self._processors:
                 raise ValueError(f"a handler for job type {type!r} is already registered")
             if poll_interval is None:
-                interval = self._default_poll_interval()
-                self._default_interval.add(type)
+                interval = self.pickup.default_poll_interval(type)
             processor = Processor(
                 type,
                 handler,
@@ -265,82 +287,11 @@ class JobQueue:
     def processors(self) -> dict[str, Processor]:
         return dict(self._processors)
 
-    # -- push pickup ----------------------------------------------------------------------
-    def _default_poll_interval(self) -> float:
-        if self._push_mode == "push" and isinstance(self.backend, PushSource):
-            return float(self.backend.safety_poll_interval)
-        return DEFAULT_POLL_INTERVAL
-
-    def _start_push(self, type: str) -> None:
-        """Route push notifications for ``type``; start the watcher on the first call when
-        the store offers push pickup (``supports_push`` after its startup check)."""
-        backend = self.backend
-        with self._lock:
-            self._push_types = self._push_types | {type}
-            if self._push is not None or self._closing():
-                return
-            if not isinstance(backend, PushSource) or not backend.supports_push:
-                return
-            watcher = backend.open_push(_PushRouting(self))
-            self._push = watcher
-        watcher.start()
-
-    def _set_push_mode(self, mode: PickupMode, reason: str) -> None:
-        """Processors on the default interval poll every ``safety_poll_interval`` while
-        push is up, and return to the normal interval (polling at once) when it is not."""
-        with self._lock:
-            if mode == self._push_mode:
-                return
-            self._push_mode = mode
-            interval = self._default_poll_interval()
-            targets = [p for t, p in self._processors.items() if t in self._default_interval]
-        self.logger.info("job pickup is now %s: %s", mode, reason)
-        for processor in targets:
-            processor.poll_interval = interval
-            if mode == "poll":
-                processor.poll_soon()
-
-    def _push_due(self, type: str, count: int) -> None:
-        """Wake the processor of ``type`` if it has a free slot; otherwise it polls again
-        as soon as one of its runs finishes."""
-        processor = self._processors.get(type)
-        if processor is None or self._closing():
-            return
-        if processor.free_slots() <= 0:
-            processor.note_due()
-        elif count > 0:
-            processor.wake(count)
-        else:
-            processor.poll_soon()
-
-    def _stop_push(self, timeout: float = PUSH_JOIN_TIMEOUT) -> None:
-        with self._lock:
-            watcher = self._push
-        if watcher is not None and not watcher.stop(timeout):
-            self.logger.warning("the change-stream watcher did not stop within %.1fs", timeout)
-
     def is_healthy(self) -> QueueHealth:
         """Whether the queue runs (True until shutdown starts) and how it picks up jobs:
         ``pickup="push"`` while a change stream is connected, else ``"poll"``, with the
         reason. Truthy when healthy. Not a database probe."""
-        with self._lock:
-            watcher = self._push
-            processing = tuple(sorted(self._push_types))
-        healthy = not self._closing()
-        if watcher is not None:
-            status = watcher.status()
-            return QueueHealth(healthy, status.pickup, status.reason, processing, status.details)
-        backend = self.backend
-        unavailable = backend.push_unavailable()
-        if unavailable is not None:
-            reason = unavailable
-        elif not healthy:
-            reason = "the queue is shutting down"
-        elif not backend.supports_push:
-            reason = "push pickup is not verified yet (the store's startup() has not run)"
-        else:
-            reason = "push starts with the first process() call"
-        return QueueHealth(healthy, "poll", reason, processing)
+        return self.pickup.health()
 
     def run_pending(self, type: str | None = None, *, limit: int | None = None) -> int:
         """Run due jobs of the registered types in the calling thread until none is due
@@ -572,26 +523,4 @@ class JobQueue:
     ) -> Callable[[], None]:
         """Drain on SIGTERM/SIGINT (main thread only). Never exits the process: wait on
         ``queue.draining``. Returns a function that restores the previous handlers."""
-        return install_signal_handlers(self, signals, to_seconds(timeout, "timeout"))
-
-
-class _PushRouting:
-    """The queue as its push watcher sees it (a :class:`durabl.stores.base.PushListener`)."""
-
-    def __init__(self, queue: JobQueue) -> None:
-        self.queue = queue
-
-    def push_types(self) -> frozenset[str]:
-        return self.queue._push_types
-
-    def push_due(self, type: str, count: int) -> None:
-        self.queue._push_due(type, count)
-
-    def push_mode(self, mode: PickupMode, reason: str) -> None:
-        self.queue._set_push_mode(mode, reason)
-
-    def push_closing(self) -> bool:
-        return self.queue._closing()
-
-    def emit(self, event: JobEvent) -> None:
-        self.queue.emit(event)
+        return install_signal_handlers(self._drain, signals, to_seconds(timeout, "timeout"))

@@ -13,19 +13,26 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, SHUTDOWN, AbortSignal, JobContext
+from durabl.model.abort import (
+    LEASE_LOST,
+    LEASE_UNCONFIRMED,
+    SHUTDOWN,
+    AbortSignal,
+    JobContext,
+    LogBuffer,
+)
 from durabl.model.clock import Clock
 from durabl.model.exceptions import FatalJobError
-from durabl.model.job import FailureKind, Job, JobEvent, JobHandle, JobResult
+from durabl.model.job import FailureKind, Job, JobEvent, JobHandle, JobResult, JournalAppendResult
 from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
 from durabl.model.sync import Flag
+from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
+from durabl.runtime.hooks import RunHooks
+from durabl.runtime.registry import RunRegistry
 from durabl.stores.base import Backend, Completion
-
-if TYPE_CHECKING:
-    from durabl.runtime.completer import Completer
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +103,12 @@ class Runtime(Protocol):
     #: The event sink; None means nobody listens, so no event need be built.
     on_job_event: Callable[[JobEvent], object] | None
 
+    #: The live runs: each run tracks itself from its claim until it is over.
+    runs: RunRegistry[ManagedRun]
+    #: What wraps every run (``queue.add_run_hook``).
+    run_hooks: RunHooks
+
     def emit(self, event: JobEvent) -> None: ...
-
-    def _track(self, run: ManagedRun) -> None: ...
-
-    def _untrack(self, run: ManagedRun) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,15 @@ def describe_error(exc: BaseException) -> str:
 
 
 class ManagedRun:
-    """One claim, run once. Thread-safe against :meth:`abort_and_release` from shutdown."""
+    """One claim, run once: the one owner of a claim's life.
+
+    Created from a claim, the run tracks itself in its queue's registry; it starts and
+    stops its heartbeat, runs the handler inside the queue's run hooks, writes its
+    outcome (or hands a completion to the completer, which calls
+    :meth:`completion_written` back), or hands the claim back on shutdown, reports the
+    outcome as an event, and untracks itself once over. Thread-safe against
+    :meth:`abort_and_release` from shutdown.
+    """
 
     def __init__(
         self,
@@ -182,13 +198,15 @@ class ManagedRun:
         start = clock.monotonic() if claimed_at is None else claimed_at
         self.signal = RunSignal(clock, deadline=start + vt)
         self.started_at = start
-        self.ctx = JobContext(self.signal, runtime.backend.now)
+        #: The handler's lines not stored yet: sent with each renewal and the last write.
+        self.logs = LogBuffer(runtime.backend.now)
+        self.ctx = JobContext(self.signal, self.logs)
         self.heartbeat = Heartbeat(
             runtime.backend,
             handle.id,
             handle.claim_token,
             signal=self.signal,
-            ctx=self.ctx,
+            logs=self.logs,
             clock=clock,
             interval=heartbeat_interval or vt / 3,
             visibility_timeout=vt,
@@ -198,6 +216,8 @@ class ManagedRun:
         self._state = "new"  # new -> running -> finishing -> done | released
         self._lease_event_sent = False
         self.done = Flag()
+        # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
+        runtime.runs.track(self)
 
     @property
     def job_id(self) -> str:
@@ -227,7 +247,9 @@ class ManagedRun:
         return self._state != "new"
 
     def execute(
-        self, heartbeat_host: HeartbeatThread | None = None, completer: Completer | None = None
+        self,
+        heartbeat_host: HeartbeatThread | None = None,
+        completer: Completer[ManagedRun] | None = None,
     ) -> RunOutcome:
         """Run the handler and record its outcome. Never raises the handler's error.
 
@@ -235,11 +257,9 @@ class ManagedRun:
         is the calling worker's reusable heartbeat thread, if it has one. With a
         ``completer``, a plain completion is handed to it to write (outcome
         ``handed-over``) and the run stays tracked until it is written."""
-        self.runtime._track(self)
         with self._lock:
             if self._state != "new":
-                self.runtime._untrack(self)
-                self.done.set()
+                self._over()
                 return RunOutcome(None, None, "released")
             self._state = "running"
         started = self.runtime.clock.monotonic()
@@ -247,17 +267,18 @@ class ManagedRun:
             try:
                 return self._finish(None, 0.0)  # lease-lost: the handler never runs
             finally:
-                self.runtime._untrack(self)
-                self.done.set()
+                self._over()
         if self.reserved:
             self._mark_started(completer)
         self.heartbeat.start(heartbeat_host)
         error: BaseException | None = None
         try:
-            if isinstance(self.handler, ManagedHandler):
-                self.handler.run_managed(self)
+            hooks = self.runtime.run_hooks
+            if hooks:
+                job = self.handle.as_job()
+                hooks.call(job, lambda: self._call_handler(job))
             else:
-                self.handler(self.handle.as_job(), self.ctx)
+                self._call_handler(None)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: a failed attempt
             error = exc
         finally:
@@ -268,10 +289,31 @@ class ManagedRun:
             return outcome
         finally:
             if outcome is None or outcome.disposition != "handed-over":
-                self.runtime._untrack(self)
-                self.done.set()
+                self._over()
 
-    def _mark_started(self, completer: Completer | None) -> None:
+    def _call_handler(self, job: Job[Any] | None) -> object:
+        if isinstance(self.handler, ManagedHandler):
+            return self.handler.run_managed(self)
+        return self.handler(self.handle.as_job() if job is None else job, self.ctx)
+
+    def _over(self) -> None:
+        """The run is over (written, lost, released or refused): nobody waits for it."""
+        self.runtime.runs.untrack(self)
+        self.done.set()
+
+    # -- fenced writes a managed handler issues through its run ----------------------------
+    def renew(self) -> str | None:
+        """Renew the lease now: "applied", "lease-lost", or None after an error."""
+        return self.heartbeat.beat()
+
+    def append_journal(self, entries: list[dict[str, Any]], position: int) -> JournalAppendResult:
+        """Append orchestration journal entries at ``position``, fenced on this claim."""
+        handle = self.handle
+        return self.runtime.backend.append_journal(
+            handle.id, handle.claim_token, entries, position=position
+        )
+
+    def _mark_started(self, completer: Completer[ManagedRun] | None) -> None:
         """A reserved claim's handler is about to start: record it, so the reaper counts
         this run if the process dies now. Written with the completer's next batch (no
         round trip of its own); see :mod:`durabl.model.rules` for the small window this leaves."""
@@ -293,7 +335,10 @@ class ManagedRun:
         return not self.signal.aborted
 
     def _finish(
-        self, error: BaseException | None, duration: float, completer: Completer | None = None
+        self,
+        error: BaseException | None,
+        duration: float,
+        completer: Completer[ManagedRun] | None = None,
     ) -> RunOutcome:
         with self._lock:
             if self._state != "running":
@@ -306,7 +351,7 @@ class ManagedRun:
                 return RunOutcome(error, None, "lease-lost")
             if error is None and completer is not None:
                 job = self.handle
-                completion = Completion(job.id, job.claim_token, self.ctx._take_logs())
+                completion = Completion(job.id, job.claim_token, self.logs.take())
                 completer.submit(self, completion, duration)
                 handed_over = True
                 return RunOutcome(None, None, "handed-over")
@@ -326,7 +371,7 @@ class ManagedRun:
                 with self._lock:
                     self._state = "done"
 
-    def _written(self, result: JobResult | Exception, duration: float) -> None:
+    def completion_written(self, result: JobResult | Exception, duration: float) -> None:
         """The completer wrote (or failed to write) this run's completion: report it, and
         let shutdown and ``done`` waiters know the run is over."""
         try:
@@ -337,8 +382,7 @@ class ManagedRun:
         finally:
             with self._lock:
                 self._state = "done"
-            self.runtime._untrack(self)
-            self.done.set()
+            self._over()
 
     def _write_failed(self, exc: BaseException | None = None) -> None:
         logger.error(
@@ -351,7 +395,7 @@ class ManagedRun:
     def _write(self, error: BaseException | None) -> JobResult:
         backend = self.runtime.backend
         job = self.handle
-        logs = self.ctx._take_logs()
+        logs = self.logs.take()
         if error is None:
             return backend.complete(job.id, job.claim_token, logs=logs)
         if isinstance(error, SuspendRun):
@@ -370,7 +414,8 @@ class ManagedRun:
         )
 
     def _is_fatal(self, error: BaseException) -> bool:
-        fatal = getattr(self.handler, "fatal_errors", ())
+        handler = self.handler
+        fatal = handler.fatal_errors if isinstance(handler, ManagedHandler) else ()
         return isinstance(error, (FatalJobError, *fatal))
 
     def _report(self, error: BaseException | None, result: JobResult, duration: float) -> None:
@@ -419,9 +464,12 @@ class ManagedRun:
         with self._lock:
             if self._state not in ("new", "running"):
                 return False
+            unstarted = self._state == "new"
             self._state = "released"
         self.signal.abort(reason)
         self.heartbeat.stop(timeout=0)
+        if unstarted:
+            self._over()
         return True
 
     def abort_and_release(self, timeout: float) -> JobResult | None:
@@ -431,14 +479,22 @@ class ManagedRun:
         with self._lock:
             if self._state not in ("new", "running"):
                 return None
+            unstarted = self._state == "new"
             self._state = "released"
         self.signal.abort(SHUTDOWN)
         self.heartbeat.stop(timeout=timeout)
         try:
+            return self._release(timeout)
+        finally:
+            if unstarted:
+                self._over()
+
+    def _release(self, timeout: float) -> JobResult | None:
+        try:
             result = self.runtime.backend.release(
                 self.handle.id,
                 self.handle.claim_token,
-                logs=self.ctx._take_logs(),
+                logs=self.logs.take(),
                 timeout=timeout,
             )
         except Exception as exc:

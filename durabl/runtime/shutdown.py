@@ -8,15 +8,15 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from durabl.model.abort import SHUTDOWN
+from durabl.model.clock import Clock
 from durabl.model.job import JobResult
 from durabl.model.options import RELEASE_WRITE_TIMEOUT
-
-if TYPE_CHECKING:
-    from durabl.runtime.queue import JobQueue
-    from durabl.runtime.run import ManagedRun
+from durabl.runtime.registry import RunRegistry
+from durabl.runtime.run import ManagedRun
+from durabl.runtime.worker import Processor
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +30,27 @@ MIN_RELEASE_TIMEOUT = 0.05
 
 class Drain:
     """The one shutdown of a queue. ``begin()`` fences new work and creates the future;
-    ``run()`` does the waiting, aborting and releasing."""
+    ``run()`` does the waiting, aborting and releasing.
 
-    def __init__(self, queue: JobQueue) -> None:
-        self.queue = queue
+    Built from the parts of the queue it stops: its clock, its live ``runs``, its
+    ``processors``, and the functions that stop its reaper and its push pickup (each
+    given how long it may take).
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        runs: RunRegistry[ManagedRun],
+        processors: Callable[[], list[Processor]],
+        stop_reaper: Callable[[float], None],
+        stop_pickup: Callable[[float], None],
+    ) -> None:
+        self.clock = clock
+        self.runs = runs
+        self.processors = processors
+        self.stop_reaper = stop_reaper
+        self.stop_pickup = stop_pickup
         self._lock = threading.Lock()
         self.future: Future[None] | None = None
         self._owner = False
@@ -52,10 +69,15 @@ class Drain:
             return True
 
     def run(self, timeout: float) -> None:
+        """Drain, or wait for the drain under way to end."""
         if not self.begin():
             assert self.future is not None
             self.future.result()
             return
+        self.finish(timeout)
+
+    def finish(self, timeout: float) -> None:
+        """Carry out the drain that :meth:`begin` started, and resolve its future."""
         assert self.future is not None
         try:
             self._drain(timeout)
@@ -70,8 +92,7 @@ class Drain:
         finish until ``timeout``; releasing the rest, joining threads and writing the last
         completions share the one grace period after it, however many threads there are.
         """
-        queue = self.queue
-        clock = queue.clock
+        clock = self.clock
         deadline = clock.monotonic() + timeout
         hard = deadline + DRAIN_GRACE
 
@@ -82,22 +103,20 @@ class Drain:
         # Stopping the background threads may eat into the grace, but never all of it:
         # releasing the runs left is what keeps their jobs from waiting for the reaper.
         stop_by = hard - DRAIN_GRACE / 2
-        queue.stop_reaper(left(stop_by, THREAD_JOIN_TIMEOUT))
+        self.stop_reaper(left(stop_by, THREAD_JOIN_TIMEOUT))
         # The change-stream watcher, if any: no new wake-ups from here on.
-        queue._stop_push(left(stop_by, THREAD_JOIN_TIMEOUT))
-        processors = list(queue.processors.values())
+        self.stop_pickup(left(stop_by, THREAD_JOIN_TIMEOUT))
+        processors = self.processors()
         for processor in processors:
             processor.stop_polling(None)  # signal them all first, then join with one bound
         join_by = min(clock.monotonic() + THREAD_JOIN_TIMEOUT, stop_by)
         for processor in processors:
             processor.join_poller(left(join_by))
-        for run in queue.active_runs():
+        for run in self.runs.snapshot():
             if not run.started:  # claimed but not begun: fenced, handed straight back
                 _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
-        with queue._runs_changed:
-            queue._runs_changed.wait_for(lambda: not queue._runs, timeout=left(deadline))
-            remaining = list(queue._runs)
-        for run in remaining:
+        self.runs.wait_until_empty(left(deadline))
+        for run in self.runs.snapshot():
             result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
             if result is not None:
                 logger.warning(
@@ -143,7 +162,7 @@ def _release(run: ManagedRun, timeout: float) -> JobResult | None:
 
 
 def install_signal_handlers(
-    queue: JobQueue, signals: tuple[int, ...] | None, timeout: float
+    drain: Drain, signals: tuple[int, ...] | None, timeout: float
 ) -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("install_signal_handlers() must be called from the main thread")
@@ -151,14 +170,14 @@ def install_signal_handlers(
     previous: dict[int, Any] = {}
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if not queue._drain.begin():
+        if not drain.begin():
             logger.warning("signal %d received again; the drain is already under way", signum)
             return
         logger.info("signal %d received: draining (timeout %.1fs)", signum, timeout)
         # The handler only starts the drain; a non-daemon thread does the work, so the
         # process lives until it is done.
         threading.Thread(
-            target=_finish_drain, args=(queue, timeout), name="durabl-shutdown", daemon=False
+            target=_finish_drain, args=(drain, timeout), name="durabl-shutdown", daemon=False
         ).start()
 
     for sig in chosen:
@@ -173,13 +192,8 @@ def install_signal_handlers(
     return uninstall
 
 
-def _finish_drain(queue: JobQueue, timeout: float) -> None:
-    drain = queue._drain
-    assert drain.future is not None
+def _finish_drain(drain: Drain, timeout: float) -> None:
     try:
-        drain._drain(timeout)
-    except BaseException as exc:
+        drain.finish(timeout)
+    except BaseException:
         logger.exception("shutdown failed")
-        drain.future.set_exception(exc)
-    else:
-        drain.future.set_result(None)

@@ -66,7 +66,7 @@ class Processor:
         self._workers: list[threading.Thread] = []
         self._hosts: list[HeartbeatThread] = []
         # Completions are written in batches by one thread, while workers run on.
-        self.completer = Completer(
+        self.completer: Completer[ManagedRun] = Completer(
             runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
         )
         self.polls = 0
@@ -134,10 +134,8 @@ class Processor:
                 self.runtime.emit(
                     JobEvent("claimed", self.type, handle.id, attempt=handle.attempts)
                 )
-            # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
-            run = self._new_run(handle, claimed_at, reserved=ahead)
-            self.runtime._track(run)
-            self._handoff.put(run)
+            # The run tracks itself from here on, so shutdown sees (and fences) it unstarted.
+            self._handoff.put(self._new_run(handle, claimed_at, reserved=ahead))
         return claimed
 
     def process_one(self) -> bool:

@@ -1052,7 +1052,7 @@ def test_a_fallback_wakes_processors_waiting_out_the_safety_interval() -> None:
     q = JobQueue(backend, clock=clock)
     try:
         processor = q.register("a", lambda job, ctx: None)
-        q._start_push("a")
+        q.pickup.route("a")
         watcher = backend.watchers[0]
         watcher.poll_once()
         assert processor.poll_interval == 60.0
@@ -1067,22 +1067,22 @@ def test_push_wakes_only_processors_with_a_free_slot() -> None:
     clock = FakeClock()
     q = JobQueue(step_backend(StreamFactory(), clock), clock=clock)
     processor = q.register("a", lambda job, ctx: None, concurrency=2)
-    q._push_due("a", 3)
+    q.pickup.push_due("a", 3)
     assert processor._wake.is_set() and processor._enqueued == 3
     processor._wake.clear()
     processor._enqueued = 0
-    q._push_due("a", 0)  # resync: every free slot
+    q.pickup.push_due("a", 0)  # resync: every free slot
     assert processor._wake.is_set() and processor._enqueued == 0
     processor._wake.clear()
     processor._outstanding = 2  # both workers busy
-    q._push_due("a", 1)
+    q.pickup.push_due("a", 1)
     assert not processor._wake.is_set()
     assert processor._maybe_more  # polls again as soon as a run finishes
-    q._push_due("unknown", 1)  # not processed here: nothing to do
+    q.pickup.push_due("unknown", 1)  # not processed here: nothing to do
     q.shutdown(timeout=2)
     processor._wake.clear()
     processor._outstanding = 0
-    q._push_due("a", 1)
+    q.pickup.push_due("a", 1)
     assert not processor._wake.is_set()  # shutting down: no new claims
 
 

@@ -433,7 +433,6 @@ def test_a_stale_token_is_reported_as_lease_lost(
 ) -> None:
     run = claim_run(q)
     good = claim_run(q, data={"n": "good"})
-    q._track(run)
     completer.submit(run, Completion(run.job_id, "not-the-token"), 0.5)
     hand_over(good, completer)
     assert run.done.wait(5) and good.done.wait(5)

@@ -1,0 +1,49 @@
+"""The runs a queue owns right now: tracked from their claim to their terminal write."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from durabl.model.clock import SYSTEM_CLOCK, Clock
+
+T = TypeVar("T")
+
+
+class RunRegistry(Generic[T]):
+    """A thread-safe set of live runs that can be waited on until it empties.
+
+    A run tracks itself once, when it is created from a claim, and untracks itself once
+    its outcome is written or its claim handed back; shutdown waits here for the rest.
+    """
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
+        self._changed = threading.Condition(threading.Lock())
+        self._runs: set[T] = set()
+
+    def track(self, run: T) -> None:
+        with self._changed:
+            self._runs.add(run)
+
+    def untrack(self, run: T) -> None:
+        """Forget ``run`` (again is harmless) and wake whoever waits for the set to empty."""
+        with self._changed:
+            self._runs.discard(run)
+            self._changed.notify_all()
+
+    def snapshot(self) -> list[T]:
+        """The runs tracked at this moment."""
+        with self._changed:
+            return list(self._runs)
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._runs)
+
+    def wait_until_empty(self, timeout: float | None = None) -> bool:
+        """Block until no run is tracked, or ``timeout`` seconds pass; True when empty."""
+        empty: Callable[[], bool] = lambda: not self._runs  # noqa: E731
+        with self._changed:
+            return self._changed.wait_for(empty, timeout=timeout)
