@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from durabl.model.abort import AbortSignal, JobAborted, JobContext
 from durabl.model.clock import Seconds
 from durabl.model.exceptions import (
@@ -33,7 +35,6 @@ from durabl.model.job import (
     StartReaperResult,
 )
 from durabl.model.options import validate_enqueue
-from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
 from durabl.runtime.globals import (
     create_job_queue,
     get_default_queue,
@@ -43,10 +44,13 @@ from durabl.runtime.globals import (
 from durabl.runtime.queue import JobQueue
 from durabl.runtime.run import Handler
 from durabl.stores.base import Backend
-from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
-from durabl.stores.mongo import MongoJobQueue
-from durabl.stores.sqlite import SqliteJobQueue
-from durabl.stores.urls import backend_from_url
+
+if TYPE_CHECKING:
+    from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
+    from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
+    from durabl.stores.mongo import MongoJobQueue
+    from durabl.stores.sqlite import SqliteJobQueue
+    from durabl.stores.urls import backend_from_url
 
 __version__ = "0.1.0.dev0"
 
@@ -97,3 +101,34 @@ __all__ = [
     "StepKeys",
     "validate_enqueue",
 ]
+
+
+# The stores (and the orchestrator) load on first use: ``import durabl`` never imports
+# pymongo or bson, so an application on SQLite or in memory does not pay for the driver,
+# and nothing but what an application touches is imported (see docs/api.md).
+_LAZY = {
+    "MongoJobQueue": "durabl.stores.mongo",
+    "SqliteJobQueue": "durabl.stores.sqlite",
+    "MemoryBackend": "durabl.stores.memory.backend",
+    "DummyBackend": "durabl.stores.memory.backend",
+    "ImmediateBackend": "durabl.stores.memory.backend",
+    "backend_from_url": "durabl.stores.urls",
+    "OrchestrationContext": "durabl.orchestrator",
+    "Orchestrator": "durabl.orchestrator",
+    "StepKeys": "durabl.orchestrator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
