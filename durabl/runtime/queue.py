@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import socket
@@ -32,12 +31,13 @@ from durabl.model.options import (
     check_job_type,
 )
 from durabl.runtime.hooks import RunHook, RunHooks
+from durabl.runtime.inline import run_with_followers
 from durabl.runtime.push import PushPickup
-from durabl.runtime.reaper import Reaper, default_reaper_interval
+from durabl.runtime.reaper import Reaper, default_reaper_interval, reap_all
 from durabl.runtime.registry import RunRegistry
-from durabl.runtime.run import Handler, ManagedRun, is_interrupt
+from durabl.runtime.run import Handler, ManagedRun
 from durabl.runtime.shutdown import Drain, install_signal_handlers
-from durabl.runtime.worker import Processor
+from durabl.runtime.worker import Processor, check_registration, run_due
 from durabl.stores.base import Backend
 
 _module_logger = logging.getLogger(__name__)
@@ -243,33 +243,15 @@ class JobQueue:
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
         the worker threads."""
         check_job_type(type)
-        if not callable(handler):
-            raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
-        if inspect.iscoroutinefunction(handler):
-            raise TypeError(
-                f"handler for {type!r} is async; durabl runs handlers in worker threads: "
-                "write it as a plain function"
-            )
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        interval, beat = check_registration(
+            type, handler, concurrency, poll_interval, heartbeat_interval, self.visibility_timeout
+        )
         self._ready()
-        interval = 0.0
-        if poll_interval is not None:
-            interval = to_seconds(poll_interval, "poll_interval")
-            if interval <= 0:
-                raise ValueError("poll_interval must be positive")
-        beat = None
-        if heartbeat_interval is not None:
-            beat = to_seconds(heartbeat_interval, "heartbeat_interval")
-            if not 0 < beat < self.visibility_timeout:
-                raise ValueError(
-                    "heartbeat_interval must be positive and shorter than the visibility timeout"
-                )
         with self._lock:
             self._check_open("process()")
             if type in self._processors:
                 raise ValueError(f"a handler for job type {type!r} is already registered")
-            if poll_interval is None:
+            if interval is None:
                 interval = self.pickup.default_poll_interval(type)
             processor = Processor(
                 type,
@@ -297,24 +279,12 @@ class JobQueue:
         """Run due jobs of the registered types in the calling thread until none is due
         (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
         self._ready()
-        ran = 0
         if type is not None and type not in self._processors:
             raise ValueError(
                 f"no handler registered for {type!r}; registered: {sorted(self._processors)}"
             )
         processors = [self._processors[type]] if type else list(self._processors.values())
-        progress = True
-        while progress and (limit is None or ran < limit):
-            progress = False
-            for processor in processors:
-                if limit is not None and ran >= limit:
-                    break
-                if self._closing():
-                    return ran
-                if processor.process_one():
-                    ran += 1
-                    progress = True
-        return ran
+        return run_due(processors, limit=limit, closing=self._closing)
 
     # -- inline runs ----------------------------------------------------------------------
     def claim_or_enqueue(
@@ -380,31 +350,14 @@ class JobQueue:
         if self._closing():
             handle.release(timeout=1.0)
             raise QueueShutdownError("run_claimed() refused: the queue is shutting down")
-        first_error: BaseException | None = None
-        current: JobHandle[Any] | None = handle
-        drains = 0
-        while current is not None:
-            outcome = ManagedRun(current, handler, self).execute()
-            if is_interrupt(outcome.error):
-                raise outcome.error  # type: ignore[misc]  # recorded as a failed attempt
-            if outcome.error is not None and first_error is None:
-                first_error = outcome.error
-            key = current.dedupe_key
-            may_drain = outcome.error is None or outcome.status == "superseded"
-            if key is None or not may_drain or drains >= max_drains:
-                break
-            current = self.backend.claim_next_by_key(
-                current.type, key, lease_owner=self.lease_owner
-            )
-            if current is None:
-                break
-            drains += 1
-            if self._closing():
-                current.release(timeout=1.0)
-                break
-            self.emit(JobEvent("claimed", current.type, current.id, attempt=current.attempts))
-        if first_error is not None:
-            raise first_error
+        run_with_followers(
+            self,
+            handle,
+            handler,
+            max_drains=max_drains,
+            lease_owner=self.lease_owner,
+            closing=self._closing,
+        )
 
     # -- operations -----------------------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
@@ -483,19 +436,7 @@ class JobQueue:
             if visibility_timeout is None
             else to_seconds(visibility_timeout, "visibility_timeout")
         )
-        backend = self._ready()
-        total = ReapReport()
-        while True:
-            report = backend.reap(vt)
-            total = ReapReport(
-                total.recovered + report.recovered,
-                total.stalled + report.stalled,
-                total.superseded + report.superseded,
-                report.saturated,
-                total.job_ids + report.job_ids,
-            )
-            if not report.saturated or not report.handled:
-                return total
+        return reap_all(self._ready(), vt)
 
     def stop_reaper(self, timeout: float = 5.0) -> None:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""

@@ -77,6 +77,16 @@ class Reaper:
         return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
 
+def reap_all(backend: Backend, visibility_timeout: float) -> ReapReport:
+    """Sweep in this thread until a sweep comes back unsaturated (or handles nothing)."""
+    total = ReapReport()
+    while True:
+        report = backend.reap(visibility_timeout)
+        total = _merge(total, report)
+        if not report.saturated or not report.handled:
+            return total
+
+
 def _merge(a: ReapReport, b: ReapReport) -> ReapReport:
     return ReapReport(
         a.recovered + b.recovered,

@@ -8,13 +8,14 @@ change-stream notification (push pickup), wakes it immediately.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import queue as queue_module
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from durabl.model.clock import Clock
+from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.job import JobEvent, JobHandle
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
@@ -28,6 +29,60 @@ MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if 
 READ_AHEAD_SECONDS = 0.05  # ...and at most this much work, at the recent pace of runs
 READ_AHEAD_LEASE_SHARE = 0.1  # ...and never more than this share of the lease
 ERROR_BACKOFF_MAX = 30.0
+
+
+def check_registration(
+    type: str,
+    handler: Handler,
+    concurrency: int,
+    poll_interval: Seconds | None,
+    heartbeat_interval: Seconds | None,
+    visibility_timeout: float,
+) -> tuple[float | None, float | None]:
+    """Refuse a handler or option no processor can run with; the poll interval and the
+    heartbeat interval in seconds (None where not given)."""
+    if not callable(handler):
+        raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
+    if inspect.iscoroutinefunction(handler):
+        raise TypeError(
+            f"handler for {type!r} is async; durabl runs handlers in worker threads: "
+            "write it as a plain function"
+        )
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    interval = None
+    if poll_interval is not None:
+        interval = to_seconds(poll_interval, "poll_interval")
+        if interval <= 0:
+            raise ValueError("poll_interval must be positive")
+    beat = None
+    if heartbeat_interval is not None:
+        beat = to_seconds(heartbeat_interval, "heartbeat_interval")
+        if not 0 < beat < visibility_timeout:
+            raise ValueError(
+                "heartbeat_interval must be positive and shorter than the visibility timeout"
+            )
+    return interval, beat
+
+
+def run_due(
+    processors: Sequence[Processor], *, limit: int | None, closing: Callable[[], bool]
+) -> int:
+    """Run due jobs of ``processors`` in the calling thread, in turn, until none is due,
+    ``limit`` ran, or ``closing()`` says the queue is shutting down. How many ran."""
+    ran = 0
+    progress = True
+    while progress and (limit is None or ran < limit):
+        progress = False
+        for processor in processors:
+            if limit is not None and ran >= limit:
+                break
+            if closing():
+                return ran
+            if processor.process_one():
+                ran += 1
+                progress = True
+    return ran
 
 
 class Processor:
