@@ -33,7 +33,7 @@ from durabl.model.options import (
 from durabl.runtime.hooks import RunHook, RunHooks
 from durabl.runtime.inline import run_with_followers
 from durabl.runtime.push import PushPickup
-from durabl.runtime.reaper import Reaper, default_reaper_interval, reap_all
+from durabl.runtime.reaper import ReaperSlot, reap_all
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
 from durabl.runtime.shutdown import Drain, install_signal_handlers
@@ -82,7 +82,7 @@ class JobQueue:
         self.runs: RunRegistry[ManagedRun] = RunRegistry()
         #: What wraps every run: see :meth:`add_run_hook`.
         self.run_hooks = RunHooks()
-        self._reaper: Reaper | None = None
+        self._reaper = ReaperSlot(self)
         #: Push pickup: one change-stream watcher, started by the first process().
         self.pickup = PushPickup(
             backend,
@@ -411,21 +411,7 @@ class JobQueue:
         """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
         self._check_open("start_reaper()")
         self._ready()
-        every = (
-            default_reaper_interval(self.visibility_timeout)
-            if interval is None
-            else to_seconds(interval, "interval")
-        )
-        if every <= 0:
-            raise ValueError("reaper interval must be positive")
-        with self._lock:
-            if self._reaper is not None and self._reaper.running:
-                return StartReaperResult("already-running")
-            reaper = Reaper(self, interval=every)
-            self._reaper = reaper
-        report = reaper.sweep()
-        reaper.start()
-        return StartReaperResult("started", report.handled if report is not None else None)
+        return self._reaper.start(None if interval is None else to_seconds(interval, "interval"))
 
     def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
         """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
@@ -440,10 +426,7 @@ class JobQueue:
 
     def stop_reaper(self, timeout: float = 5.0) -> None:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
-        with self._lock:
-            reaper, self._reaper = self._reaper, None
-        if reaper is not None:
-            reaper.stop(timeout)
+        self._reaper.stop(timeout)
 
     # -- shutdown -------------------------------------------------------------------------
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from durabl.model.job import JobEvent, ReapReport
+from durabl.model.job import JobEvent, ReapReport, StartReaperResult
 from durabl.runtime.run import Runtime
 from durabl.stores.base import Backend
 
@@ -75,6 +75,40 @@ class Reaper:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
+
+class ReaperSlot:
+    """The one periodic reaper of a queue: started at most once at a time, stopped on
+    shutdown."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._lock = threading.Lock()
+        self._reaper: Reaper | None = None
+
+    def start(self, interval: float | None) -> StartReaperResult:
+        """Sweep once now, then every ``interval`` seconds (None: the default for the
+        queue's visibility timeout)."""
+        every = default_reaper_interval(self.runtime.visibility_timeout)
+        if interval is not None:
+            every = interval
+        if every <= 0:
+            raise ValueError("reaper interval must be positive")
+        with self._lock:
+            if self._reaper is not None and self._reaper.running:
+                return StartReaperResult("already-running")
+            reaper = Reaper(self.runtime, interval=every)
+            self._reaper = reaper
+        report = reaper.sweep()
+        reaper.start()
+        return StartReaperResult("started", report.handled if report is not None else None)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
+        with self._lock:
+            reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.stop(timeout)
 
 
 def reap_all(backend: Backend, visibility_timeout: float) -> ReapReport:
