@@ -6,18 +6,19 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from durabl.stores.base import Backend
+from durabl.model import backoff as _backoff
+from durabl.model.backoff import BackoffPolicy
 
 T = TypeVar("T")
+
+BackoffKind = _backoff.BackoffKind
 
 JobStatus = Literal["pending", "active", "completed", "failed", "superseded"]
 TerminalStatus = Literal["completed", "failed", "superseded"]
 FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted"]
 DedupeScope = Literal["pending+active", "pending"]
-BackoffKind = Literal["exponential", "fixed"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "active", "completed", "failed", "superseded")
 TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded")
@@ -103,6 +104,49 @@ HeartbeatResult = Literal["applied", "lease-lost"]
 JournalAppendResult = Literal["applied", "lease-lost"]
 
 
+class FencedWrites(Protocol):
+    """What a :class:`JobHandle` calls: the clock read and the writes fenced on its claim
+    token. Every store (:class:`durabl.stores.base.Backend`) provides them; the model names
+    only these, so it imports no store."""
+
+    def now(self) -> datetime: ...
+
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult: ...
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult: ...
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult: ...
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult: ...
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobHandle(Job[T]):
     """A claimed job (``status == "active"``) with its low-level lifecycle methods.
@@ -112,7 +156,7 @@ class JobHandle(Job[T]):
     """
 
     claim_token: str = field(repr=False)
-    backend: Backend = field(repr=False, compare=False)
+    backend: FencedWrites = field(repr=False, compare=False)
     _log_buffer: list[LogEntry] = field(default_factory=list, repr=False, compare=False)
     # The snapshot this handle was made from (not an init argument, so a
     # dataclasses.replace() copy rebuilds its own).
@@ -140,8 +184,6 @@ class JobHandle(Job[T]):
         return self.backend.complete(self.id, self.claim_token, logs=self._take_logs())
 
     def fail(self, reason: str, *, retry_at: datetime | None = None) -> JobResult:
-        from durabl.model.options import BackoffPolicy
-
         if retry_at is None:
             retry_at = BackoffPolicy.for_job(self).next_run_at(self.attempts, self.backend.now())
         return self.backend.fail(
@@ -262,7 +304,7 @@ def job_from_fields(values: dict[str, Any]) -> Job[Any]:
     return job
 
 
-def handle_for(job: Job[T], claim_token: str, backend: Backend) -> JobHandle[T]:
+def handle_for(job: Job[T], claim_token: str, backend: FencedWrites) -> JobHandle[T]:
     """A handle on a job that ``backend`` claimed with ``claim_token``."""
     if type(job) is Job:
         # Made for every claim: copy the snapshot's fields at once rather than one keyword

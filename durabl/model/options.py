@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-import math
-import random
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from durabl.model import backoff as _backoff
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import DocumentTooLargeError
-from durabl.model.job import (
-    DEDUPE_SCOPES,
-    BackoffKind,
-    DedupeScope,
-    Job,
-)
+from durabl.model.job import DEDUPE_SCOPES, DedupeScope
 from durabl.model.payload import check_payload
 
+# The backoff defaults are options like the others (defined with the policy, which
+# durabl.model.job uses and so cannot live here).
+BACKOFF_JITTER = _backoff.BACKOFF_JITTER
+BACKOFF_KINDS = _backoff.BACKOFF_KINDS
+DEFAULT_BACKOFF = _backoff.DEFAULT_BACKOFF
+DEFAULT_BACKOFF_DELAY = _backoff.DEFAULT_BACKOFF_DELAY
+DEFAULT_BACKOFF_MAX_DELAY = _backoff.DEFAULT_BACKOFF_MAX_DELAY
+LATEST_INSTANT = _backoff.LATEST_INSTANT
+MAX_BACKOFF_DELAY = _backoff.MAX_BACKOFF_DELAY
+BackoffKind = _backoff.BackoffKind
+BackoffPolicy = _backoff.BackoffPolicy
 DEFAULT_PRIORITY = 0
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_DEDUPE_SCOPE: DedupeScope = "pending+active"
-DEFAULT_BACKOFF: BackoffKind = "exponential"
-DEFAULT_BACKOFF_DELAY = 1.0
-DEFAULT_BACKOFF_MAX_DELAY = 300.0
-MAX_BACKOFF_DELAY = 365 * 24 * 3600.0
-"""The longest ``backoff_delay`` or ``backoff_max_delay`` accepted (one year, in seconds):
-a wait longer than that is a mistake, not a policy. Jobs stored with more are retried as if
-they had asked for this much."""
-LATEST_INSTANT = datetime.max.replace(tzinfo=timezone.utc)
-"""The last instant a datetime can hold: a ``delay`` that lands later is refused, and a
-retry time that would is put here."""
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_POLL_INTERVAL = 5.0
 PUSH_SAFETY_POLL_INTERVAL = 60.0
@@ -52,55 +46,10 @@ LOG_BUDGET = MAX_LOG_ENTRIES * (MAX_LOG_MESSAGE_BYTES + _LOG_ENTRY_OVERHEAD)
 HEADROOM = LOG_BUDGET + MAX_FAIL_REASON_BYTES + RECEIPTS_KEPT * 128 + 64 * 1024
 MAX_JOB_DOCUMENT = MAX_DOCUMENT_BYTES - HEADROOM
 MAX_PAYLOAD_BYTES = MAX_JOB_DOCUMENT - 8 * 1024  # the job's own fields take the rest
-BACKOFF_JITTER = 0.1  # up to +10 % of the computed delay, never past the cap
 COALESCE_MODES = ("latest",)
-BACKOFF_KINDS: tuple[BackoffKind, ...] = ("exponential", "fixed")
 MAX_PRIORITY = 2**31 - 1
 MAX_TYPE_BYTES = 255
 MAX_DEDUPE_KEY_BYTES = 1024
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    kind: BackoffKind = DEFAULT_BACKOFF
-    delay: float = DEFAULT_BACKOFF_DELAY
-    max_delay: float = DEFAULT_BACKOFF_MAX_DELAY
-
-    @classmethod
-    def for_job(cls, job: Job[Any]) -> BackoffPolicy:
-        return cls(job.backoff, job.backoff_delay, job.backoff_max_delay)
-
-    def delay_for(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait before the next try after ``attempt`` (1-based) failed.
-
-        Never more than :data:`MAX_BACKOFF_DELAY`, whatever the job holds: a job stored
-        before enqueue refused such values must still fail and retry cleanly."""
-        delay = _clamp_backoff(self.delay)
-        max_delay = _clamp_backoff(self.max_delay)
-        if self.kind == "fixed":
-            base = delay
-        else:
-            exponent = max(attempt - 1, 0)
-            # Avoid float overflow for absurd attempt counts: the cap wins long before.
-            base = max_delay if exponent > 60 else delay * 2**exponent
-            base = min(base, max_delay)
-            base = min(base + base * BACKOFF_JITTER * rand(), max_delay)
-        return base
-
-    def next_run_at(
-        self, attempt: int, now: datetime, rand: Callable[[], float] = random.random
-    ) -> datetime:
-        try:
-            return now + timedelta(seconds=self.delay_for(attempt, rand))
-        except OverflowError:  # only a clock within a year of the year 9999 gets here
-            return LATEST_INSTANT
-
-
-def _clamp_backoff(seconds: float) -> float:
-    """A stored backoff duration within ``[0, MAX_BACKOFF_DELAY]`` (NaN counts as the most)."""
-    if math.isnan(seconds):
-        return MAX_BACKOFF_DELAY
-    return min(max(seconds, 0.0), MAX_BACKOFF_DELAY)
 
 
 @dataclass(frozen=True)

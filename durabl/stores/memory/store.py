@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from durabl.model.backoff import BackoffKind
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     TERMINAL_STATUSES,
-    BackoffKind,
     DedupeScope,
     FailureKind,
     Job,

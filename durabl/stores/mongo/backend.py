@@ -101,7 +101,7 @@ class MongoJobQueue(MongoOperations):
                 )
             return True
 
-        return self._call("enqueue", insert)
+        return self.call("enqueue", insert)
 
     def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
         if job.coalesce != "latest" or job.dedupe_key is None:
@@ -115,7 +115,7 @@ class MongoJobQueue(MongoOperations):
             )
             return result.matched_count == 1
 
-        return EnqueueResult(None, coalesced=self._call("coalesce", replace))
+        return EnqueueResult(None, coalesced=self.call("coalesce", replace))
 
     def _check_scope_conflict(
         self, job: NewJob, own_id: ObjectId, own_filter: Mapping[str, Any]
@@ -127,10 +127,10 @@ class MongoJobQueue(MongoOperations):
         def find() -> dict[str, Any] | None:
             return self.col.find_one({"$or": others, "_id": {"$ne": own_id}}, {"dedupe_scope": 1})
 
-        other = self._call("dedupe scope check", find)
+        other = self.call("dedupe scope check", find)
         if other is None:
             return
-        removed = self._call(
+        removed = self.call(
             "dedupe scope back-out",
             lambda: self.col.delete_one({"_id": own_id, **own_filter}).deleted_count,
         )
@@ -225,7 +225,7 @@ class MongoJobQueue(MongoOperations):
 
         # Not repeated on transient errors: a claim that applied but whose reply was lost
         # would claim a second job; the lost one comes back through the reaper.
-        return self._call("claim", claim, retry=False)
+        return self.call("claim", claim, retry=False)
 
     def claim(
         self,
@@ -256,7 +256,7 @@ class MongoJobQueue(MongoOperations):
         if not claims:
             return
         tokens = [token for _, token in claims]  # random per claim: the token alone fences
-        self._call(
+        self.call(
             "mark_started",
             lambda: self.col.update_many(
                 {"status": "active", "claim_token": {"$in": tokens}},
@@ -273,7 +273,7 @@ class MongoJobQueue(MongoOperations):
             )
             return doc["_id"] if doc else ObjectId()
 
-        return self._call("claim", find)
+        return self.call("claim", find)
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
@@ -367,7 +367,7 @@ class MongoJobQueue(MongoOperations):
             )
             return "applied" if res.matched_count == 1 else "lease-lost"
 
-        return self._call("heartbeat", beat)
+        return self.call("heartbeat", beat)
 
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
         update = self._terminal_update("completed", self.now())
@@ -397,7 +397,7 @@ class MongoJobQueue(MongoOperations):
                 return [JobResult("completed")] * len(requests)
             return [self._resolve_miss(oid, token, "complete") for oid, token in batch.fences]
 
-        return batch.answers(self._call("complete_many", write) if requests else [])
+        return batch.answers(self.call("complete_many", write) if requests else [])
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
@@ -422,7 +422,7 @@ class MongoJobQueue(MongoOperations):
             return JobResult("not-found")
         now = self.now()
         reason = codec.clip_reason(reason)
-        doc = self._call(
+        doc = self.call(
             "fail",
             lambda: self.col.find_one(
                 {"_id": oid, "claim_token": token, "status": "active"},
@@ -430,7 +430,7 @@ class MongoJobQueue(MongoOperations):
             ),
         )
         if doc is None:
-            return self._call("fail", lambda: self._resolve_miss(oid, token, "fail"))
+            return self.call("fail", lambda: self._resolve_miss(oid, token, "fail"))
         if doc["attempts"] >= doc["max_attempts"]:
             update = self._terminal_update(
                 "failed", now, fail_reason=reason, failure_kind=exhausted
@@ -516,4 +516,4 @@ class MongoJobQueue(MongoOperations):
             repeat = {**fence, f"journal.{last}": {"$exists": True}}
             return "applied" if self.col.find_one(repeat, {"_id": 1}) else "lease-lost"
 
-        return self._call("append_journal", write)
+        return self.call("append_journal", write)

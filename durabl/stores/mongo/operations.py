@@ -24,7 +24,7 @@ class MongoOperations(MongoStore):
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
         now = self.now()
         cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
-        stuck = self._call(
+        stuck = self.call(
             "reap",
             lambda: list(
                 self.col.find(
@@ -89,20 +89,20 @@ class MongoOperations(MongoStore):
                 return "superseded" if res.matched_count else None
             return outcome if res.matched_count else None
 
-        return self._call("reap", write)
+        return self.call("reap", write)
 
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
         query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}
         return (
-            self._call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
+            self.call("has_outstanding", lambda: self.col.find_one(query, {"_id": 1})) is not None
         )
 
     def get_job(self, job_id: str) -> Job[Any] | None:
         oid = codec.parse_id(job_id)
         if oid is None:
             return None
-        doc = self._call("get_job", lambda: self.col.find_one({"_id": oid}, NO_RECEIPTS))
+        doc = self.call("get_job", lambda: self.col.find_one({"_id": oid}, NO_RECEIPTS))
         return codec.to_job(doc) if doc else None
 
     def _list_query(
@@ -149,7 +149,7 @@ class MongoOperations(MongoStore):
             cursor = self.col.find(query, NO_RECEIPTS).sort(order).skip(offset).limit(limit)
             return [codec.to_job(doc) for doc in cursor]
 
-        return self._call("list_jobs", fetch)
+        return self.call("list_jobs", fetch)
 
     def count_jobs(
         self,
@@ -160,7 +160,7 @@ class MongoOperations(MongoStore):
         search: str | None = None,
     ) -> int:
         query = self._list_query(status, type, failure_kind, search)
-        return self._call("count_jobs", lambda: self.col.count_documents(query))
+        return self.call("count_jobs", lambda: self.col.count_documents(query))
 
     def retry(self, job_id: str) -> bool:
         oid = codec.parse_id(job_id)
@@ -197,14 +197,14 @@ class MongoOperations(MongoStore):
             return res.modified_count == 1
 
         # Not repeated: a retry that applied but lost its reply would report False.
-        return self._call("retry", write, retry=False)
+        return self.call("retry", write, retry=False)
 
     def delete(self, job_id: str) -> bool:
         oid = codec.parse_id(job_id)
         if oid is None:
             return False
         return bool(
-            self._call(
+            self.call(
                 "delete",
                 lambda: (
                     self.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count
@@ -230,7 +230,7 @@ class MongoOperations(MongoStore):
             )
             return stats_from_counts(counts, by_kind, oldest["run_at"] if oldest else None, now)
 
-        return self._call("get_stats", read)
+        return self.call("get_stats", read)
 
     def job_types(self) -> list[str]:
-        return sorted(self._call("job_types", lambda: self.col.distinct("type")))
+        return sorted(self.call("job_types", lambda: self.col.distinct("type")))

@@ -123,8 +123,10 @@ class MongoStore(StoreBase):
         with pymongo.timeout(timeout):
             yield
 
-    def _call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
-        """Run ``fn`` under the mongomock guard; repeat transient errors when ``retry``."""
+    def call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
+        """Run ``fn`` under the mongomock guard; repeat transient errors when ``retry``. The
+        seam every read and write of the collection goes through (the change-stream watcher
+        included)."""
 
         def guarded() -> R:
             with self._guard():
@@ -172,7 +174,7 @@ class MongoStore(StoreBase):
         with self._startup_lock:
             if self._started:
                 return
-            self._call("startup", lambda: ensure_indexes(self.col, mongomock=self._mock))
+            self.call("startup", lambda: ensure_indexes(self.col, mongomock=self._mock))
             if self.use_change_streams:
                 self._check_change_streams()
             self._started = True

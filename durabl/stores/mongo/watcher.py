@@ -38,7 +38,7 @@ from durabl.stores.mongo.changestream import (
 )
 
 if TYPE_CHECKING:
-    from durabl.stores.mongo.backend import MongoJobQueue
+    from durabl.stores.mongo.store import MongoStore
 
 logger = logging.getLogger(__name__)
 
@@ -530,8 +530,9 @@ def _close_quietly(stream: ChangeStreamLike) -> None:
 
 
 # -- MongoDB wiring -------------------------------------------------------------------------
-def open_watcher(backend: MongoJobQueue, listener: PushListener) -> Watcher:
-    """A watcher on ``backend``'s collection reporting to ``listener`` (not started)."""
+def open_watcher(backend: MongoStore, listener: PushListener) -> Watcher:
+    """A watcher on ``backend``'s collection reporting to ``listener`` (not started): it
+    reads through :meth:`MongoStore.call`, as every other read of the store does."""
     settings = backend.push_settings
     col = backend.col
     pipeline = claimable_pipeline()
@@ -553,7 +554,7 @@ def open_watcher(backend: MongoJobQueue, listener: PushListener) -> Watcher:
             )
             return [(doc["type"], doc["run_at"]) for doc in cursor]
 
-        return backend._call("change-stream lookup", read)
+        return backend.call("change-stream lookup", read)
 
     def next_run_at(type: str, after: datetime) -> datetime | None:
         def read() -> datetime | None:
@@ -564,7 +565,7 @@ def open_watcher(backend: MongoJobQueue, listener: PushListener) -> Watcher:
             )
             return None if doc is None else as_utc(doc["run_at"])
 
-        return backend._call("change-stream discovery", read)
+        return backend.call("change-stream discovery", read)
 
     return Watcher(
         open_stream,
