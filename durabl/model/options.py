@@ -219,6 +219,11 @@ def clip_text(text: str, max_bytes: int) -> str:
     return raw[:keep].decode("utf-8", "ignore") + marker
 
 
+def clip_reason(reason: str) -> str:
+    """A failure reason as every store keeps it: at most MAX_FAIL_REASON_BYTES of UTF-8."""
+    return clip_text(reason, MAX_FAIL_REASON_BYTES)
+
+
 def validate_enqueue(type: str, data: Any, **options: Any) -> None:
     """Check a job and its enqueue options as ``JobQueue.enqueue`` would, writing nothing:
     ``TypeError`` for a payload no store can hold, ``ValueError`` for a bad option,

@@ -32,7 +32,7 @@ from durabl.model.job import (
     ReapReport,
     handle_for,
 )
-from durabl.model.options import MAX_FAIL_REASON_BYTES, NewJob, clip_text
+from durabl.model.options import NewJob, clip_reason
 from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
 from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.memory.store import MemoryStore, _ms, _portable, _Record
@@ -211,7 +211,7 @@ class MemoryBackend(StoreBase, MemoryStore):
             if isinstance(rec, JobResult):
                 return rec
             self._move(rec, "failed", self.now())
-            rec.fail_reason = clip_text(reason, MAX_FAIL_REASON_BYTES)
+            rec.fail_reason = clip_reason(reason)
             rec.failure_kind = "fatal"
             return self._applied(rec, token, "fail-fatal", "failed-terminal", logs)
 
@@ -230,7 +230,7 @@ class MemoryBackend(StoreBase, MemoryStore):
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
-            reason = clip_text(reason, MAX_FAIL_REASON_BYTES)
+            reason = clip_reason(reason)
             if rec.attempts >= rec.max_attempts:
                 self._move(rec, "failed", now)
                 rec.fail_reason = reason

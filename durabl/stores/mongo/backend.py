@@ -29,7 +29,7 @@ from durabl.model.job import (
     LogEntry,
     handle_for,
 )
-from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob, clip_reason
 from durabl.model.rules import resolve_miss
 from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
 from durabl.stores.mongo import codec
@@ -403,7 +403,7 @@ class MongoJobQueue(MongoOperations):
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
     ) -> JobResult:
         update = self._terminal_update(
-            "failed", self.now(), fail_reason=codec.clip_reason(reason), failure_kind="fatal"
+            "failed", self.now(), fail_reason=clip_reason(reason), failure_kind="fatal"
         )
         return self._fenced(job_id, token, "fail-fatal", "failed-terminal", update, logs)
 
@@ -421,7 +421,7 @@ class MongoJobQueue(MongoOperations):
         if oid is None:
             return JobResult("not-found")
         now = self.now()
-        reason = codec.clip_reason(reason)
+        reason = clip_reason(reason)
         doc = self.call(
             "fail",
             lambda: self.col.find_one(

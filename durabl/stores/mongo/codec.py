@@ -15,7 +15,6 @@ from durabl.model.exceptions import DocumentTooLargeError
 from durabl.model.job import Job, LogEntry
 from durabl.model.options import (
     MAX_DOCUMENT_BYTES,
-    MAX_FAIL_REASON_BYTES,
     MAX_JOB_DOCUMENT,
     MAX_LOG_MESSAGE_BYTES,
     NewJob,
@@ -100,10 +99,6 @@ def check_document_size(job_type: str, doc: Mapping[str, Any]) -> None:
 
 def log_documents(logs: Sequence[LogEntry]) -> list[dict[str, Any]]:
     return [{"at": e.at, "msg": clip_text(e.message, MAX_LOG_MESSAGE_BYTES)} for e in logs]
-
-
-def clip_reason(reason: str) -> str:
-    return clip_text(reason, MAX_FAIL_REASON_BYTES)
 
 
 def to_job(doc: Mapping[str, Any]) -> Job[Any]:

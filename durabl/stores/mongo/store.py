@@ -25,6 +25,7 @@ from pymongo.errors import PyMongoError
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.options import PUSH_SAFETY_POLL_INTERVAL
+from durabl.model.payload import to_millis
 from durabl.stores.base import StoreBase
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LEASE_FIELDS, PENDING_SLOT, SLOTS
@@ -144,9 +145,8 @@ class MongoStore(StoreBase):
             ):
                 self._offset_checked_at = mono
                 self._measure_offset()
-        now = self.clock.now() + self._offset
         # BSON keeps milliseconds: round here so what we compare is what we stored.
-        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+        return to_millis(self.clock.now() + self._offset)
 
     def _measure_offset(self) -> None:
         try:

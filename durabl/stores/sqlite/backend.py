@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, as_utc, to_seconds
+from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
 from durabl.model.job import (
     FailureKind,
@@ -30,7 +30,8 @@ from durabl.model.job import (
     ResultStatus,
     handle_for,
 )
-from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
+from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob, clip_reason
+from durabl.model.payload import to_millis
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -119,8 +120,7 @@ class SqliteJobQueue(StoreBase):
 
     # -- plumbing -------------------------------------------------------------------------
     def now(self) -> datetime:
-        now = as_utc(self.clock.now())
-        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+        return to_millis(self.clock.now())
 
     def _now_ms(self) -> int:
         return codec.to_ms(self.now())
@@ -366,7 +366,7 @@ class SqliteJobQueue(StoreBase):
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
     ) -> JobResult:
-        clipped = codec.clip_reason(reason)
+        clipped = clip_reason(reason)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
             extra = ", fail_reason = :reason, failure_kind = 'fatal'"
@@ -385,7 +385,7 @@ class SqliteJobQueue(StoreBase):
         logs: Sequence[LogEntry] = (),
         exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
-        clipped = codec.clip_reason(reason)
+        clipped = clip_reason(reason)
         retry_ms = codec.to_ms(retry_at)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:

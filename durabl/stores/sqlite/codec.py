@@ -28,7 +28,7 @@ from typing import Any
 
 from durabl.model.exceptions import DurablError
 from durabl.model.job import Job, LogEntry, job_from_fields
-from durabl.model.options import MAX_FAIL_REASON_BYTES, MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.model.options import MAX_LOG_MESSAGE_BYTES, clip_text
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_MS = timedelta(milliseconds=1)
@@ -137,10 +137,6 @@ def _decode_tagged(tag: str, inner: Any) -> Any:
 
 
 # -- rows -------------------------------------------------------------------------------------
-def clip_reason(reason: str) -> str:
-    return clip_text(reason, MAX_FAIL_REASON_BYTES)
-
-
 def log_rows(job_id: str, first_seq: int, logs: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
     """Rows for ``durabl_logs``, numbered from ``first_seq``; messages clipped."""
     return [
