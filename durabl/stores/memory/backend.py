@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from durabl.model.clock import Clock
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     FailureKind,
@@ -33,95 +33,94 @@ from durabl.model.job import (
     handle_for,
 )
 from durabl.model.options import NewJob, clip_reason
+from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
 from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult, StoreBase
-from durabl.stores.memory.store import MemoryStore, _ms, _portable, _Record
+from durabl.stores.memory.store import MemoryStore, Record
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
 
 
-class MemoryBackend(StoreBase, MemoryStore):
+class MemoryBackend(StoreBase):
     """Jobs in a dict, guarded by one re-entrant lock. Nothing survives the process.
 
     ``clock_skew_allowance`` (seconds) is added to the reaper's cutoff like MongoJobQueue's;
-    it defaults to 0 here since one process has one clock.
+    it defaults to 0 here since one process has one clock. The records and slots are a
+    :class:`~durabl.stores.memory.store.MemoryStore` this backend owns.
     """
 
     supports_journal: bool = True
-    supports_push: bool = False
-    #: JobQueue runs the registered handler inside ``enqueue`` when this is True.
+
+    def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
+        self.clock = clock or SYSTEM_CLOCK
+        self.clock_skew_allowance = float(clock_skew_allowance)
+        self._store = MemoryStore()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(jobs={len(self._jobs)})"
+        return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
 
     # -- plumbing -------------------------------------------------------------------------
     def startup(self) -> None:
         """Nothing to create."""
 
-    def close(self) -> None:
-        """Nothing to release."""
-
     def now(self) -> datetime:
-        return _ms(self.clock.now())
-
-    def check_size(self, job: NewJob) -> None:
-        """No size limit in memory."""
+        return to_millis(self.clock.now())
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
-        with self._lock:
+        with self._store.lock:
             return self._enqueue(job, self.now())
 
     def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
         key = job.dedupe_key
         if key is not None:
-            self._check_scope(key, job.dedupe_scope)
-            if key in (self._live if job.dedupe_scope == "pending+active" else self._pending):
+            self._store.check_scope(key, job.dedupe_scope)
+            if key in self._store.pending_slots(job.dedupe_scope):
                 return self._slot_taken(job, now)
-        return EnqueueResult(self._store(job, now).id)
+        return EnqueueResult(self._store.add(job, now).id)
 
     def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
         """The pending slot is held: with coalesce="latest", replace the payload of a
         pending holder of the same type."""
         if job.coalesce != "latest" or job.dedupe_key is None:
             return EnqueueResult(None)
-        slots = self._live if job.dedupe_scope == "pending+active" else self._pending
-        holder = self._jobs.get(slots.get(job.dedupe_key, ""))
+        slots = self._store.pending_slots(job.dedupe_scope)
+        holder = self._store.jobs.get(slots.get(job.dedupe_key, ""))
         if holder is None or holder.status != "pending" or holder.type != job.type:
             return EnqueueResult(None)
-        holder.data = _portable(job.data)
+        holder.data = portable(job.data)
         holder.updated_at = now
         return EnqueueResult(None, coalesced=True)
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
-        with self._lock:
+        with self._store.lock:
             now = self.now()
             if job.dedupe_key is not None and job.dedupe_scope == "pending":
                 enq = self._enqueue(job, now)
                 if enq.job_id is None:
                     return InlineClaimResult(None, None, enq.coalesced)
-                rec = self._jobs[enq.job_id]
-                if not self._can_move(rec, "active"):
+                rec = self._store.jobs[enq.job_id]
+                if not self._store.can_move(rec, "active"):
                     return InlineClaimResult(None, enq.job_id)  # a follower of the active run
                 return InlineClaimResult(self._claim_record(rec, now, lease_owner))
             if job.dedupe_key is not None:
-                self._check_scope(job.dedupe_key, job.dedupe_scope)
-                if job.dedupe_key in self._live:
+                self._store.check_scope(job.dedupe_key, job.dedupe_scope)
+                if job.dedupe_key in self._store.live:
                     return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
-            rec = self._store(job, now)
+            rec = self._store.add(job, now)
             return InlineClaimResult(self._claim_record(rec, now, lease_owner))
 
     # -- claiming -------------------------------------------------------------------------
     def _claim_record(
-        self, rec: _Record, now: datetime, owner: str, reserve: bool = False
+        self, rec: Record, now: datetime, owner: str, reserve: bool = False
     ) -> JobHandle[Any]:
-        self._move(rec, "active", now)
+        self._store.move(rec, "active", now)
         rec.attempts += 1
         rec.reserved = reserve
         rec.claim_token = token = uuid.uuid4().hex
         rec.heartbeat_at = now
         rec.lease_owner = owner
-        return handle_for(self._snapshot(rec), token, self)
+        return handle_for(self._store.snapshot(rec), token, self)
 
     def claim(
         self,
@@ -131,35 +130,38 @@ class MemoryBackend(StoreBase, MemoryStore):
         lease_owner: str = "",
         starting: int | None = None,
     ) -> list[JobHandle[Any]]:
-        with self._lock:
+        with self._store.lock:
             now = self.now()
             due = [
                 r
-                for r in self._jobs.values()
+                for r in self._store.jobs.values()
                 if r.status == "pending" and r.type == type and r.run_at <= now
             ]
             claimed: list[JobHandle[Any]] = []
-            for rec in sorted(due, key=_Record.order):
+            for rec in sorted(due, key=Record.order):
                 if len(claimed) >= limit:
                     break
-                if self._can_move(rec, "active"):  # else: a follower behind an active run
+                if self._store.can_move(rec, "active"):  # else: a follower behind an active run
                     reserve = starting is not None and len(claimed) >= starting
                     claimed.append(self._claim_record(rec, now, lease_owner, reserve))
             return claimed
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
-        with self._lock:
+        with self._store.lock:
             for job_id, token in claims:
-                rec = self._jobs.get(job_id)
+                rec = self._store.jobs.get(job_id)
                 if rec is not None and rec.status == "active" and rec.claim_token == token:
                     rec.reserved = False
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
     ) -> JobHandle[Any] | None:
-        with self._lock:
+        with self._store.lock:
             now = self.now()
-            holders = (self._jobs.get(s.get(dedupe_key, "")) for s in (self._pending, self._live))
+            holders = (
+                self._store.jobs.get(s.get(dedupe_key, ""))
+                for s in (self._store.pending, self._store.live)
+            )
             due = [
                 r
                 for r in holders
@@ -167,53 +169,53 @@ class MemoryBackend(StoreBase, MemoryStore):
             ]
             if not due:
                 return None
-            rec = min(due, key=_Record.order)
-            if not self._can_move(rec, "active"):
+            rec = min(due, key=Record.order)
+            if not self._store.can_move(rec, "active"):
                 return None
             return self._claim_record(rec, now, lease_owner)
 
     # -- fenced writes --------------------------------------------------------------------
     def _supersede(
-        self, rec: _Record, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
+        self, rec: Record, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
     ) -> JobResult:
         """A pending follower holds the key's pending slot: it covers this run's work."""
-        self._move(rec, "superseded", now)
-        return self._applied(rec, token, op, "superseded", logs)
+        self._store.move(rec, "superseded", now)
+        return self._store.applied(rec, token, op, "superseded", logs)
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
     ) -> HeartbeatResult:
-        with self._lock:
-            rec = self._jobs.get(job_id)
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
                 return "lease-lost"
             rec.heartbeat_at = self.now()
-            self._add_logs(rec, logs)
+            self._store.add_logs(rec, logs)
             return "applied"
 
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        with self._lock:
-            rec = self._fence(job_id, token, "complete")
+        with self._store.lock:
+            rec = self._store.fence(job_id, token, "complete")
             if isinstance(rec, JobResult):
                 return rec
-            self._move(rec, "completed", self.now())
-            return self._applied(rec, token, "complete", "completed", logs)
+            self._store.move(rec, "completed", self.now())
+            return self._store.applied(rec, token, "complete", "completed", logs)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        with self._lock:
+        with self._store.lock:
             return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
     ) -> JobResult:
-        with self._lock:
-            rec = self._fence(job_id, token, "fail-fatal")
+        with self._store.lock:
+            rec = self._store.fence(job_id, token, "fail-fatal")
             if isinstance(rec, JobResult):
                 return rec
-            self._move(rec, "failed", self.now())
+            self._store.move(rec, "failed", self.now())
             rec.fail_reason = clip_reason(reason)
             rec.failure_kind = "fatal"
-            return self._applied(rec, token, "fail-fatal", "failed-terminal", logs)
+            return self._store.applied(rec, token, "fail-fatal", "failed-terminal", logs)
 
     def fail(
         self,
@@ -225,23 +227,23 @@ class MemoryBackend(StoreBase, MemoryStore):
         logs: Sequence[LogEntry] = (),
         exhausted: FailureKind = "retries-exhausted",
     ) -> JobResult:
-        with self._lock:
-            rec = self._fence(job_id, token, "fail")
+        with self._store.lock:
+            rec = self._store.fence(job_id, token, "fail")
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
             reason = clip_reason(reason)
             if rec.attempts >= rec.max_attempts:
-                self._move(rec, "failed", now)
+                self._store.move(rec, "failed", now)
                 rec.fail_reason = reason
                 rec.failure_kind = exhausted
-                return self._applied(rec, token, "fail", "failed-terminal", logs)
-            if not self._can_move(rec, "pending"):
+                return self._store.applied(rec, token, "fail", "failed-terminal", logs)
+            if not self._store.can_move(rec, "pending"):
                 return self._supersede(rec, token, "fail", now, logs)  # reason not kept
-            self._move(rec, "pending", now)
-            rec.run_at = _ms(retry_at)
+            self._store.move(rec, "pending", now)
+            rec.run_at = to_millis(retry_at)
             rec.fail_reason = reason
-            return self._applied(rec, token, "fail", "retry-scheduled", logs)
+            return self._store.applied(rec, token, "fail", "retry-scheduled", logs)
 
     def release(
         self,
@@ -254,39 +256,43 @@ class MemoryBackend(StoreBase, MemoryStore):
     ) -> JobResult:
         """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
         ``timeout`` is accepted for the protocol; a memory write never blocks for long."""
-        with self._lock:
-            rec = self._fence(job_id, token, "release")
+        with self._store.lock:
+            rec = self._store.fence(job_id, token, "release")
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
-            if not self._can_move(rec, "pending"):
+            if not self._store.can_move(rec, "pending"):
                 return self._supersede(rec, token, "release", now, logs)
-            self._move(rec, "pending", now)
+            self._store.move(rec, "pending", now)
             rec.attempts -= 1
             if run_at is not None:
-                rec.run_at = _ms(run_at)
-            return self._applied(rec, token, "release", "released", logs)
+                rec.run_at = to_millis(run_at)
+            return self._store.applied(rec, token, "release", "released", logs)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
     ) -> JournalAppendResult:
-        with self._lock:
-            rec = self._jobs.get(job_id)
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
                 return "lease-lost"
             if len(rec.journal) == position:
-                rec.journal.extend(_portable(dict(r)) for r in records)
+                rec.journal.extend(portable(dict(r)) for r in records)
                 return "applied"
             # Only the claim holder appends: a longer journal is this append, repeated.
             return "applied" if len(rec.journal) >= position + len(records) else "lease-lost"
 
     # -- recovery -------------------------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
-        with self._lock:
+        with self._store.lock:
             now = self.now()
             cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
             stuck = sorted(
-                (r for r in self._jobs.values() if r.status == "active" and r.lease_before(cutoff)),
+                (
+                    r
+                    for r in self._store.jobs.values()
+                    if r.status == "active" and r.lease_before(cutoff)
+                ),
                 key=lambda r: (r.heartbeat_at or now, r.seq),
             )
             if limit:  # as Mongo's cursor limit: 0 means no limit
@@ -300,36 +306,36 @@ class MemoryBackend(StoreBase, MemoryStore):
                     unstarted_reaps=rec.unstarted_reaps,
                 )
                 if decision == "stall":
-                    self._move(rec, "failed", now)
+                    self._store.move(rec, "failed", now)
                     rec.failure_kind = "stalled"
                     rec.fail_reason = STALLED_REASON
                     stalled += 1
-                elif self._can_move(rec, "pending"):
-                    self._move(rec, "pending", now)
+                elif self._store.can_move(rec, "pending"):
+                    self._store.move(rec, "pending", now)
                     rec.run_at = now
                     if decision == "refund":
                         rec.attempts -= 1
                         rec.unstarted_reaps += 1
                     recovered += 1
                 else:
-                    self._move(rec, "superseded", now)
+                    self._store.move(rec, "superseded", now)
                     superseded += 1
             ids = tuple(r.id for r in stuck)
             return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
 
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
-        with self._lock:
-            for slots in (self._live, self._pending, self._active):
-                rec = self._jobs.get(slots.get(dedupe_key, ""))
+        with self._store.lock:
+            for slots in (self._store.live, self._store.pending, self._store.active):
+                rec = self._store.jobs.get(slots.get(dedupe_key, ""))
                 if rec is not None and rec.type == type:
                     return True
             return False
 
     def get_job(self, job_id: str) -> Job[Any] | None:
-        with self._lock:
-            rec = self._jobs.get(job_id)
-            return self._snapshot(rec) if rec is not None else None
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
+            return self._store.snapshot(rec) if rec is not None else None
 
     def list_jobs(
         self,
@@ -345,14 +351,14 @@ class MemoryBackend(StoreBase, MemoryStore):
         cursor, ``limit=0`` means no limit."""
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset!r}")
-        with self._lock:
-            rows = self._select(status, type, failure_kind, search)
+        with self._store.lock:
+            rows = self._store.select(status, type, failure_kind, search)
             if status == "failed":
                 rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
             else:
                 rows.sort(key=lambda r: r.seq, reverse=True)
             rows = rows[offset : offset + abs(limit)] if limit else rows[offset:]
-            return [self._snapshot(r) for r in rows]
+            return [self._store.snapshot(r) for r in rows]
 
     def count_jobs(
         self,
@@ -362,23 +368,23 @@ class MemoryBackend(StoreBase, MemoryStore):
         failure_kind: FailureKind | None = None,
         search: str | None = None,
     ) -> int:
-        with self._lock:
-            return len(self._select(status, type, failure_kind, search))
+        with self._store.lock:
+            return len(self._store.select(status, type, failure_kind, search))
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending, due now, attempts 0. False when the job is not failed or its
         key is live (under either scope)."""
-        with self._lock:
-            rec = self._jobs.get(job_id)
-            if rec is None or rec.status != "failed" or not self._can_move(rec, "pending"):
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
+            if rec is None or rec.status != "failed" or not self._store.can_move(rec, "pending"):
                 return False
             if rec.dedupe_key is not None and rec.dedupe_scope is not None:
                 try:
-                    self._check_scope(rec.dedupe_key, rec.dedupe_scope)
+                    self._store.check_scope(rec.dedupe_key, rec.dedupe_scope)
                 except DedupeScopeConflictError:
                     return False
             now = self.now()
-            self._move(rec, "pending", now)
+            self._store.move(rec, "pending", now)
             rec.attempts = 0
             rec.run_at = now
             rec.failure_kind = None
@@ -386,28 +392,28 @@ class MemoryBackend(StoreBase, MemoryStore):
             return True
 
     def delete(self, job_id: str) -> bool:
-        with self._lock:
-            rec = self._jobs.get(job_id)
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
             if rec is None or rec.status == "active":
                 return False
-            slots = self._slots(rec.dedupe_scope, rec.status)
+            slots = self._store.slots(rec.dedupe_scope, rec.status)
             if slots is not None and rec.dedupe_key is not None:
                 slots.pop(rec.dedupe_key, None)  # a pending job holds its pending slot
-            del self._jobs[job_id]
+            del self._store.jobs[job_id]
             return True
 
     def get_stats(self, type: str | None = None) -> QueueStats:
-        with self._lock:
+        with self._store.lock:
             now = self.now()
-            rows = [r for r in self._jobs.values() if type is None or r.type == type]
+            rows = [r for r in self._store.jobs.values() if type is None or r.type == type]
             counts = Counter(r.status for r in rows)
             by_kind = Counter(r.failure_kind for r in rows if r.status == "failed")
             due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
             return stats_from_counts(counts, by_kind, min(due, default=None), now)
 
     def job_types(self) -> list[str]:
-        with self._lock:
-            return sorted({r.type for r in self._jobs.values()})
+        with self._store.lock:
+            return sorted({r.type for r in self._store.jobs.values()})
 
 
 class DummyBackend(MemoryBackend):
@@ -427,17 +433,17 @@ class DummyBackend(MemoryBackend):
 
     def reset(self) -> None:
         """Forget every job and call."""
-        with self._lock:
+        with self._store.lock:
             self.jobs.clear()
             self.calls.clear()
-            self._clear()
+            self._store.clear()
 
     def _record(
         self, name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         depth: int = getattr(self._depth, "n", 0)
         if depth == 0:
-            with self._lock:
+            with self._store.lock:
                 self.calls.append((name, args, dict(kwargs)))
         self._depth.n = depth + 1
         try:
@@ -446,10 +452,10 @@ class DummyBackend(MemoryBackend):
             self._depth.n = depth
 
     def enqueue(self, job: NewJob) -> EnqueueResult:
-        with self._lock:
+        with self._store.lock:
             result = super().enqueue(job)
             if result.job_id is not None:
-                self.jobs.append(self._snapshot(self._jobs[result.job_id]))
+                self.jobs.append(self._store.snapshot(self._store.jobs[result.job_id]))
             return result
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model.backoff import BackoffKind
-from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     TERMINAL_STATUSES,
@@ -44,12 +43,8 @@ _TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_ST
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
-_ms = to_millis
-_portable = portable
-
-
 @dataclass(eq=False)
-class _Record:
+class Record:
     """One stored job, mutated in place under the backend's lock."""
 
     id: str
@@ -91,49 +86,52 @@ class _Record:
 
 
 class MemoryStore:
-    """Records and dedupe slots, guarded by one re-entrant lock that callers hold. See
-    :class:`durabl.MemoryBackend` for the constructor's arguments."""
+    """Records and dedupe slots, guarded by one re-entrant lock (:attr:`lock`) that the
+    caller holds around every use. :class:`durabl.MemoryBackend` owns one and writes the
+    Backend methods over it."""
 
-    def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
-        self.clock: Clock = clock or SYSTEM_CLOCK
-        self.clock_skew_allowance = float(clock_skew_allowance)
-        self._lock = threading.RLock()
-        self._jobs: dict[str, _Record] = {}
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.jobs: dict[str, Record] = {}
         self._seq = 0
         # Dedupe slots, key -> job id: pending+active holds ``_live`` while pending or
         # active; pending holds ``_pending`` while pending and ``_active`` while active.
-        self._live: dict[str, str] = {}
-        self._pending: dict[str, str] = {}
-        self._active: dict[str, str] = {}
+        self.live: dict[str, str] = {}
+        self.pending: dict[str, str] = {}
+        self.active: dict[str, str] = {}
 
     # -- records and slots ----------------------------------------------------------------
-    def _clear(self) -> None:
-        with self._lock:
-            for table in (self._jobs, self._live, self._pending, self._active):
+    def clear(self) -> None:
+        with self.lock:
+            for table in (self.jobs, self.live, self.pending, self.active):
                 table.clear()
 
-    def _slots(self, scope: DedupeScope | None, status: str) -> dict[str, str] | None:
+    def slots(self, scope: DedupeScope | None, status: str) -> dict[str, str] | None:
         """The slot map a job of ``scope`` holds while in ``status`` (None: no slot)."""
         if status == "pending":
-            return self._live if scope == "pending+active" else self._pending
+            return self.live if scope == "pending+active" else self.pending
         if status == "active":
-            return self._live if scope == "pending+active" else self._active
+            return self.live if scope == "pending+active" else self.active
         return None
 
-    def _can_move(self, rec: _Record, status: str) -> bool:
+    def pending_slots(self, scope: DedupeScope) -> dict[str, str]:
+        """The slot map a pending job of ``scope`` holds its key in."""
+        return self.live if scope == "pending+active" else self.pending
+
+    def can_move(self, rec: Record, status: str) -> bool:
         """Whether ``rec`` could hold its slot for ``status`` (free or already its own)."""
-        slots = self._slots(rec.dedupe_scope, status)
+        slots = self.slots(rec.dedupe_scope, status)
         if rec.dedupe_key is None or slots is None:
             return True
         return slots.get(rec.dedupe_key, rec.id) == rec.id
 
-    def _move(self, rec: _Record, status: JobStatus, now: datetime) -> None:
+    def move(self, rec: Record, status: JobStatus, now: datetime) -> None:
         """Change status, moving the dedupe slot along; the caller checked _can_move."""
         if rec.dedupe_key is not None:
-            old = self._slots(rec.dedupe_scope, rec.status)
+            old = self.slots(rec.dedupe_scope, rec.status)
             if old is not None and old.get(rec.dedupe_key) == rec.id:
                 del old[rec.dedupe_key]
-            new = self._slots(rec.dedupe_scope, status)
+            new = self.slots(rec.dedupe_scope, status)
             if new is not None:
                 new[rec.dedupe_key] = rec.id
         rec.status = status
@@ -144,16 +142,16 @@ class MemoryStore:
         if status in _TERMINAL:
             rec.finished_at = now
 
-    def _check_scope(self, key: str, scope: DedupeScope) -> None:
+    def check_scope(self, key: str, scope: DedupeScope) -> None:
         """Raise when ``key`` has a live job under the other scope."""
         if scope == "pending+active":
-            if key in self._pending or key in self._active:
+            if key in self.pending or key in self.active:
                 raise DedupeScopeConflictError(key, scope, "pending")
-        elif key in self._live:
+        elif key in self.live:
             raise DedupeScopeConflictError(key, scope, "pending+active")
 
     @staticmethod
-    def _snapshot(rec: _Record) -> Job[Any]:
+    def snapshot(rec: Record) -> Job[Any]:
         values = {name: getattr(rec, name) for name in _JOB_FIELDS}
         return Job(
             **{
@@ -164,17 +162,17 @@ class MemoryStore:
             }
         )
 
-    def _store(self, job: NewJob, now: datetime) -> _Record:
+    def add(self, job: NewJob, now: datetime) -> Record:
         """A new pending record holding its pending slot (checked free by the caller)."""
         self._seq += 1
-        rec = _Record(
+        rec = Record(
             id=uuid.uuid4().hex,
             seq=self._seq,
             type=job.type,
-            data=_portable(job.data),
+            data=portable(job.data),
             status="pending",
             priority=job.priority,
-            run_at=_ms(job.run_at) if job.run_at is not None else now,
+            run_at=to_millis(job.run_at) if job.run_at is not None else now,
             max_attempts=job.max_attempts,
             dedupe_key=job.dedupe_key,
             dedupe_scope=job.scope_for_store,
@@ -184,23 +182,23 @@ class MemoryStore:
             backoff_delay=job.backoff.delay,
             backoff_max_delay=job.backoff.max_delay,
         )
-        self._jobs[rec.id] = rec
-        slots = self._slots(rec.dedupe_scope, "pending")
+        self.jobs[rec.id] = rec
+        slots = self.slots(rec.dedupe_scope, "pending")
         if rec.dedupe_key is not None and slots is not None:
             slots[rec.dedupe_key] = rec.id
         return rec
 
-    def _select(
+    def select(
         self,
         status: str | None,
         type: str | None,
         failure_kind: str | None,
         search: str | None,
-    ) -> list[_Record]:
+    ) -> list[Record]:
         check_filters(status, failure_kind)
         return [
             r
-            for r in self._jobs.values()
+            for r in self.jobs.values()
             if (status is None or r.status == status)
             and (type is None or r.type == type)
             and (failure_kind is None or r.failure_kind == failure_kind)
@@ -212,10 +210,10 @@ class MemoryStore:
         ]
 
     # -- fences and receipts --------------------------------------------------------------
-    def _fence(self, job_id: str, token: str, op: str) -> _Record | JobResult:
+    def fence(self, job_id: str, token: str, op: str) -> Record | JobResult:
         """The record when ``token`` holds the claim; else why the write misses: its own
         earlier result, a terminal job, a lost lease, or no job at all."""
-        rec = self._jobs.get(job_id)
+        rec = self.jobs.get(job_id)
         if rec is None:
             return resolve_miss(None, None)
         if rec.status == "active" and rec.claim_token == token:
@@ -224,14 +222,14 @@ class MemoryStore:
         return resolve_miss(rec.status, receipt)
 
     @staticmethod
-    def _add_logs(rec: _Record, logs: Sequence[LogEntry]) -> None:
+    def add_logs(rec: Record, logs: Sequence[LogEntry]) -> None:
         rec.logs.extend(
-            LogEntry(_ms(e.at), clip_text(e.message, MAX_LOG_MESSAGE_BYTES)) for e in logs
+            LogEntry(to_millis(e.at), clip_text(e.message, MAX_LOG_MESSAGE_BYTES)) for e in logs
         )
 
-    def _applied(
-        self, rec: _Record, token: str, op: str, result: ResultStatus, logs: Sequence[LogEntry]
+    def applied(
+        self, rec: Record, token: str, op: str, result: ResultStatus, logs: Sequence[LogEntry]
     ) -> JobResult:
-        self._add_logs(rec, logs)
+        self.add_logs(rec, logs)
         rec.receipts.append((token, op, result))
         return JobResult(result)
