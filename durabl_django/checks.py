@@ -148,7 +148,7 @@ def check_orchestrations(
         backend = get_queue().backend
     except ImproperlyConfigured:  # pragma: no cover - check_settings() reported it
         return []
-    if getattr(backend, "supports_journal", False):
+    if backend.supports_journal:
         return []
     return [
         checks.Error(

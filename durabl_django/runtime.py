@@ -141,7 +141,7 @@ def configure() -> None:
             set_global_backend(MisconfiguredBackend(exc))
         else:
             set_global_backend(backend, visibility_timeout=timeout, on_job_event=sink)
-            if getattr(backend, "immediate", False):
+            if backend.immediate:
                 # Declared jobs run inside enqueue(), also for code that calls
                 # durabl.get_default_queue() directly.
                 _handed_out = get_default_queue()
@@ -175,7 +175,7 @@ def get_queue() -> JobQueue:
             configure()
         queue = get_default_queue()
         _handed_out = queue
-        if getattr(queue.backend, "immediate", False):
+        if queue.immediate:
             register_declared(queue)
     if isinstance(queue.backend, MisconfiguredBackend):
         raise ImproperlyConfigured(str(queue.backend.error)) from queue.backend.error

@@ -8,7 +8,6 @@ abandoned, and their leases expire for the reaper to hand them back.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -23,37 +22,23 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
-from durabl import JobEvent, JobQueue
+from durabl import Job, JobEvent, JobQueue
 from durabl_django.registry import JobSpec, registry
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 ABORT_EXIT_CODE = 1  # a second signal: stopped without waiting for running jobs
 
 
-def with_fresh_connections(handler: Any) -> Any:
-    """``handler`` bracketed by Django's ``close_old_connections``, as a request is: a
-    worker thread then drops a broken or expired database connection before each job
-    instead of failing every later job on it. An orchestration keeps its type: its body
-    is what gets bracketed."""
-    from durabl.orchestrator import OrchestrationHandler
-
-    if isinstance(handler, OrchestrationHandler):
-        return OrchestrationHandler(
-            with_fresh_connections(handler.body),
-            max_journal_bytes=handler.max_journal_bytes,
-            step_timeout=handler.step_timeout,
-            max_duration=handler.max_duration,
-        )
-
-    @functools.wraps(handler)
-    def run(job: Any, ctx: Any) -> object:
+def fresh_connections(job: Job[Any], proceed: Callable[[], object]) -> object:
+    """A run hook (``queue.add_run_hook``) that brackets every run with Django's
+    ``close_old_connections``, as a request is: a worker thread then drops a broken or
+    expired database connection before each job instead of failing every later job on it.
+    Worker processes only: inside a request's transaction it would close the connection."""
+    close_old_connections()
+    try:
+        return proceed()
+    finally:
         close_old_connections()
-        try:
-            return handler(job, ctx)
-        finally:
-            close_old_connections()
-
-    return run
 
 
 class Output(Protocol):
@@ -163,10 +148,11 @@ class Runner:
 
         self.queue.on_job_event = count_then_forward
         self.queue.startup()
+        self.queue.add_run_hook(fresh_connections)
         for spec in self.specs:
             self.queue.process(
                 spec.type,
-                with_fresh_connections(spec.handler),
+                spec.handler,
                 concurrency=spec.concurrency,
                 poll_interval=spec.poll_interval,
                 heartbeat_interval=spec.heartbeat_interval,

@@ -86,7 +86,7 @@ class Command(BaseCommand):
         if timeout is None:
             timeout = durabl_settings.seconds("SHUTDOWN_TIMEOUT")
         queue = get_queue()
-        if getattr(queue.backend, "immediate", False):
+        if queue.immediate:
             raise CommandError(
                 f"{queue.backend!r} runs each job inside enqueue(); there is nothing for "
                 "runworkers to do (set DURABL['URL'] to a store, or drop DURABL['BACKEND'])"
