@@ -19,8 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 import durabl_django
-from durabl import Job
-from durabl.model.job import FAILURE_KINDS, FailureKind
+from durabl import FAILURE_KINDS, FailureKind, Job
 
 if TYPE_CHECKING:
     from durabl import JobQueue

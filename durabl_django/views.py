@@ -19,8 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import dateformat, timezone
 
-from durabl import Job, QueueStats
-from durabl.model.job import FAILURE_KINDS
+from durabl import FAILURE_KINDS, Job, QueueStats
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     KIND_VAR,
