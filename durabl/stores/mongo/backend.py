@@ -32,7 +32,7 @@ from durabl.model.job import (
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob, clip_reason
 from durabl.model.rules import resolve_miss
 from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
-from durabl.stores.mongo import codec
+from durabl.stores.mongo import codec, factory
 from durabl.stores.mongo.bulk import FencedBatch
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
 from durabl.stores.mongo.operations import MongoOperations
@@ -59,6 +59,14 @@ class MongoJobQueue(MongoOperations):
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MongoJobQueue:
+        """A store for ``mongodb://host/db``, ``mongodb+srv://...`` or ``mongomock://[/db]``
+        (one shared in-process mongomock client). Options: ``database``, ``collection``,
+        ``use_change_streams``, ``clock_skew_allowance``, and pymongo client options
+        (``connect=False`` by default: nothing connects here)."""
+        return factory.from_url(cls, url, **options)
 
     # -- push and size --------------------------------------------------------------------
     def open_push(self, listener: PushListener) -> Watcher:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from pymongo import MongoClient
 from pymongo.errors import ConfigurationError, InvalidName, InvalidURI
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
-from durabl.stores.mongo.backend import MongoJobQueue
 from durabl.stores.mongo.retry import is_dns_failure
 
 DEFAULT_DATABASE = "durabl"
+
+S = TypeVar("S")
 
 _mock_lock = threading.Lock()
 _mock_client: Any = None
@@ -57,6 +59,7 @@ def _mock_database(url: str) -> str | None:
 
 
 def from_url(
+    make: Callable[..., S],
     url: str,
     *,
     database: str | None = None,
@@ -64,14 +67,16 @@ def from_url(
     use_change_streams: bool = False,
     clock_skew_allowance: float | None = None,
     **client_options: Any,
-) -> MongoJobQueue:
+) -> S:
+    """The store ``make`` (``MongoJobQueue``) builds for ``url``: see
+    :meth:`MongoJobQueue.from_url`."""
     scheme = url.split("://", 1)[0].lower()
     if scheme == "mongomock":
         db_name = database or _mock_database(url) or DEFAULT_DATABASE
         if client_options:
             raise ValueError(f"mongomock:// takes no client options: {sorted(client_options)}")
         try:
-            return MongoJobQueue(
+            return make(
                 mongomock_client()[db_name],
                 collection,
                 use_change_streams=use_change_streams,
@@ -94,7 +99,7 @@ def from_url(
         raise ValueError(f"not a usable MongoDB URL: {exc}") from exc
     db_name = database or _database_from_path(url) or DEFAULT_DATABASE
     try:
-        return MongoJobQueue(
+        return make(
             client[db_name],
             collection,
             use_change_streams=use_change_streams,

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
@@ -117,6 +118,32 @@ class SqliteJobQueue(StoreBase):
 
     def __repr__(self) -> str:
         return f"SqliteJobQueue({self.path!r})"
+
+    URL_OPTIONS = frozenset({"clock", "busy_timeout", "synchronous", "change_check_interval"})
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SqliteJobQueue:
+        """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working
+        directory, ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``,
+        ``synchronous``, ``change_check_interval``) go to the constructor."""
+        path = cls.path_from_url(url)
+        unknown = set(options) - cls.URL_OPTIONS
+        if unknown:
+            raise ValueError(f"sqlite:// URLs take no options {sorted(unknown)}")
+        return cls(path, **options)
+
+    @staticmethod
+    def path_from_url(url: str) -> str:
+        """The file a ``sqlite://`` URL names (relative paths stay relative to the cwd)."""
+        rest = url.split("://", 1)[1] if "://" in url else ""
+        if not rest.startswith("/") or len(rest) < 2 or "?" in rest or "#" in rest:
+            raise ValueError(
+                f"expected sqlite:///relative/path.db or sqlite:////absolute/path.db, got {url!r}"
+            )
+        path = unquote(rest[1:])
+        if path in ("", ":memory:"):
+            raise ValueError(f"{url!r} names no database file; SQLite needs a file path here")
+        return path
 
     # -- plumbing -------------------------------------------------------------------------
     def now(self) -> datetime:
