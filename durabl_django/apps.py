@@ -18,9 +18,11 @@ class DurablConfig(AppConfig):
         and never raises for a bad setting (``manage.py check`` reports it)."""
         from durabl_django import checks
         from durabl_django.registry import autodiscover
-        from durabl_django.runtime import configure, on_setting_changed
+        from durabl_django.runtime import configure, on_setting_changed, use_declared_jobs
+        from durabl_django.workers import declared_jobs
 
         checks.register()
+        use_declared_jobs(declared_jobs)
         setting_changed.connect(on_setting_changed, dispatch_uid="durabl_django.settings")
         autodiscover()
         configure()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,9 +31,11 @@ from durabl import (
     validate_enqueue as durabl_validate_enqueue,
 )
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
+from durabl_django.registry import JobSpec, registry
 
 MONGO_SCHEMES = ("mongodb", "mongodb+srv", "mongomock")
 
+_declared: Callable[[], Mapping[str, JobSpec]] = registry.specs
 _lock = threading.RLock()
 _configured = False
 _handed_out: JobQueue | None = None  # the queue get_queue() returned for this configuration
@@ -182,12 +184,18 @@ def get_queue() -> JobQueue:
     return queue
 
 
+def use_declared_jobs(provider: Callable[[], Mapping[str, JobSpec]]) -> None:
+    """Where :func:`register_declared` finds the declared job types. The app's ``ready()``
+    hands in :func:`durabl_django.workers.declared_jobs` (``@job`` handlers and the
+    django.tasks queues); until then, the ``@job`` registry alone."""
+    global _declared
+    _declared = provider
+
+
 def register_declared(queue: JobQueue) -> None:
     """``queue.register`` every declared job type not registered yet (no threads)."""
-    from durabl_django.workers import declared_jobs
-
     registered = queue.processors
-    for spec in declared_jobs().values():
+    for spec in _declared().values():
         if spec.type not in registered:
             queue.register(
                 spec.type,
