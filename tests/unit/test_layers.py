@@ -59,4 +59,8 @@ def test_a_deliberate_violation_breaks_its_contract(
     done = lint_imports(tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     broken = [row for row in done.stdout.splitlines() if row.endswith(" BROKEN")]
-    assert len(broken) == 1 and broken[0].startswith(contract), broken
+    assert any(row.startswith(contract) for row in broken), broken
+    # An import up the layers also closes a cycle (the upper layer imports the lower one);
+    # every other violation breaks its own contract alone.
+    expected = 2 if contract == "durabl's layers" else 1
+    assert len(broken) == expected, broken
