@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
@@ -119,13 +120,22 @@ class MisconfiguredBackend(MemoryBackend):
     def __repr__(self) -> str:
         return f"MisconfiguredBackend({self.error})"
 
-    def _raise(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ImproperlyConfigured(str(self.error)) from self.error
 
-    startup = enqueue = claim_or_enqueue = claim = claim_next_by_key = _raise
-    heartbeat = complete = fail = fail_fatal = release = reap = recover_stuck_jobs = _raise
-    has_outstanding = get_job = list_jobs = count_jobs = retry = delete = _raise
-    get_stats = job_types = check_size = _raise
+
+#: Every operation of the Backend protocol refuses; reading the clock, closing and asking
+#: about push pickup stay harmless. Derived from the protocol, so a new operation refuses too.
+REFUSED = tuple(
+    name
+    for name, value in vars(Backend).items()
+    if inspect.isfunction(value)
+    and not name.startswith("_")
+    and name not in ("now", "close", "push_unavailable")
+)
+for _name in REFUSED:
+    setattr(MisconfiguredBackend, _name, MisconfiguredBackend.refuse)
+del _name
 
 
 def configure() -> None:
