@@ -34,7 +34,6 @@ from durabl import Backend
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
 from durabl_django.registry import registry
 from durabl_django.runtime import (
-    MONGO_SCHEMES,
     build_backend,
     get_queue,
     import_setting,
@@ -85,15 +84,6 @@ def _check_url() -> list[checks.CheckMessage]:
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), hint=hint, id="durabl.E003")]
     backend.close()
-    if url_scheme(url) not in MONGO_SCHEMES and durabl_settings.DATABASE is not None:
-        return [
-            checks.Error(
-                f"settings.{SETTING_NAME}['DATABASE'] applies to MongoDB only; the URL "
-                f"{url!r} names a SQLite file.",
-                hint="Remove DATABASE, or use a mongodb:// URL.",
-                id="durabl.E003",
-            )
-        ]
     if url_scheme(url) == "sqlite" and not url.startswith("sqlite:////"):
         return [
             checks.Warning(
@@ -172,10 +162,9 @@ def check_connectivity(
     if not databases or check_settings():
         return []  # not asked for, or the settings errors say it all
     try:
-        if durabl_settings.BACKEND is None and url_scheme(durabl_settings.URL) in MONGO_SCHEMES:
-            # The driver gives up first, so the report carries its reason, not a timeout.
-            ms = max(int(CONNECTIVITY_TIMEOUT * 600), 1)
-            backend = build_backend(serverSelectionTimeoutMS=ms, connectTimeoutMS=ms)
+        if durabl_settings.BACKEND is None:
+            # The store gives up first, so the report carries its reason, not a timeout.
+            backend = build_backend(connect_timeout=CONNECTIVITY_TIMEOUT * 0.6)
         else:
             backend = build_backend()
     except ImproperlyConfigured:  # pragma: no cover - check_settings() reported it

@@ -79,6 +79,11 @@ class DurablSettings:
         self._cached.add(name)
         return value
 
+    def is_set(self, name: str) -> bool:
+        """Whether ``settings.DURABL`` gives ``name`` a value other than its default."""
+        user = self.user_settings()
+        return isinstance(user, Mapping) and name in user and user[name] != DEFAULTS[name]
+
     def reload(self) -> None:
         """Forget every cached value; the next read sees the current settings."""
         for name in self._cached:

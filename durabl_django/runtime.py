@@ -34,8 +34,6 @@ from durabl import (
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
 from durabl_django.registry import JobSpec, registry
 
-MONGO_SCHEMES = ("mongodb", "mongodb+srv", "mongomock")
-
 _declared: Callable[[], Mapping[str, JobSpec]] = registry.specs
 _lock = threading.RLock()
 _configured = False
@@ -58,11 +56,20 @@ def import_setting(name: str) -> Any:
         ) from exc
 
 
-def build_backend(**client_options: Any) -> Backend:
+#: Settings that become store options when they are set; the store named by the URL
+#: parses and checks them (a store that has no use for one refuses it).
+STORE_OPTIONS = {
+    "DATABASE": "database",
+    "COLLECTION": "collection",
+    "CHANGE_STREAMS": "use_change_streams",
+}
+
+
+def build_backend(*, connect_timeout: float | None = None) -> Backend:
     """A backend from the settings (``BACKEND`` wins over ``URL``). Connects nothing.
 
-    ``client_options`` go to the MongoDB client (the connectivity check passes short
-    timeouts). Raises ``ImproperlyConfigured`` for any bad setting.
+    ``connect_timeout`` bounds how long the store may take to answer (the connectivity
+    check passes a short one). Raises ``ImproperlyConfigured`` for any bad setting.
     """
     problems = settings_problems()
     if problems:
@@ -76,25 +83,19 @@ def build_backend(**client_options: Any) -> Backend:
             )
         return cast(Backend, factory())
     url = durabl_settings.URL
-    scheme = url_scheme(url)
-    options: dict[str, Any] = {}
-    if scheme in MONGO_SCHEMES:
-        options = {
-            "database": durabl_settings.DATABASE,
-            "collection": durabl_settings.COLLECTION,
-            "use_change_streams": durabl_settings.CHANGE_STREAMS,
-        }
-        if scheme != "mongomock":
-            options.update(client_options)
-    elif scheme == "sqlite" and durabl_settings.CHANGE_STREAMS:
-        raise ImproperlyConfigured(
-            f"settings.{SETTING_NAME}['CHANGE_STREAMS'] needs a mongodb:// URL; "
-            f"SQLite has no change streams (URL {url!r})"
-        )
+    given = [name for name in STORE_OPTIONS if durabl_settings.is_set(name)]
+    options: dict[str, Any] = {
+        STORE_OPTIONS[name]: getattr(durabl_settings, name) for name in given
+    }
+    if connect_timeout is not None:
+        options["connect_timeout"] = connect_timeout
     try:
         return backend_from_url(url, **options)
     except (ValueError, TypeError) as exc:
-        raise ImproperlyConfigured(f"settings.{SETTING_NAME}['URL'] = {url!r}: {exc}") from exc
+        settings_named = "".join(f", {name}" for name in given)
+        raise ImproperlyConfigured(
+            f"settings.{SETTING_NAME}['URL'] = {url!r}{settings_named}: {exc}"
+        ) from exc
 
 
 def event_sink() -> Callable[[JobEvent], object] | None:

@@ -64,8 +64,9 @@ class MongoJobQueue(MongoOperations):
     def from_url(cls, url: str, **options: Any) -> MongoJobQueue:
         """A store for ``mongodb://host/db``, ``mongodb+srv://...`` or ``mongomock://[/db]``
         (one shared in-process mongomock client). Options: ``database``, ``collection``,
-        ``use_change_streams``, ``clock_skew_allowance``, and pymongo client options
-        (``connect=False`` by default: nothing connects here)."""
+        ``use_change_streams``, ``clock_skew_allowance``, ``connect_timeout`` (seconds to
+        reach the server, for every store), and pymongo client options (``connect=False``
+        by default: nothing connects here)."""
         return factory.from_url(cls, url, **options)
 
     # -- push and size --------------------------------------------------------------------

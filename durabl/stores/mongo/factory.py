@@ -66,6 +66,7 @@ def from_url(
     collection: str = "durabl_jobs",
     use_change_streams: bool = False,
     clock_skew_allowance: float | None = None,
+    connect_timeout: float | None = None,
     **client_options: Any,
 ) -> S:
     """The store ``make`` (``MongoJobQueue``) builds for ``url``: see
@@ -84,6 +85,10 @@ def from_url(
             )
         except InvalidName as exc:
             raise ValueError(f"not a usable database or collection name: {exc}") from exc
+    if connect_timeout is not None:  # the store-neutral bound on reaching the server
+        ms = max(int(connect_timeout * 1000), 1)
+        client_options.setdefault("serverSelectionTimeoutMS", ms)
+        client_options.setdefault("connectTimeoutMS", ms)
     try:
         # connect=False: no socket and no monitor thread until the first operation, so a
         # backend can be built at import or in AppConfig.ready() for free.

@@ -119,7 +119,9 @@ class SqliteJobQueue(StoreBase):
     def __repr__(self) -> str:
         return f"SqliteJobQueue({self.path!r})"
 
-    URL_OPTIONS = frozenset({"clock", "busy_timeout", "synchronous", "change_check_interval"})
+    URL_OPTIONS = frozenset(
+        {"clock", "busy_timeout", "synchronous", "change_check_interval", "connect_timeout"}
+    )
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteJobQueue:
@@ -130,6 +132,10 @@ class SqliteJobQueue(StoreBase):
         unknown = set(options) - cls.URL_OPTIONS
         if unknown:
             raise ValueError(f"sqlite:// URLs take no options {sorted(unknown)}")
+        # The store-neutral bound on reaching the store: for a file, the wait for its lock.
+        connect_timeout = options.pop("connect_timeout", None)
+        if connect_timeout is not None:
+            options.setdefault("busy_timeout", connect_timeout)
         return cls(path, **options)
 
     @staticmethod
