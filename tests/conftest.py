@@ -131,7 +131,7 @@ def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
 
 
 def cleanup_backend(backend: Any) -> None:
-    if isinstance(backend, MongoJobQueue) and not backend._mock:
+    if isinstance(backend, MongoJobQueue) and not backend.store.mock:
         backend.db.client.drop_database(backend.db.name)
     backend.close()
     if isinstance(backend, SqliteJobQueue) and os.path.basename(

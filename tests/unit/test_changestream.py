@@ -1173,7 +1173,7 @@ class HelloDb:
 
 def mongo_with_hello(reply: Mapping[str, Any] | BaseException) -> MongoJobQueue:
     backend = MongoJobQueue(mongomock.MongoClient(tz_aware=True)["app"], use_change_streams=True)
-    backend._mock = False  # startup() now asks the (scripted) server
+    backend.store.mock = False  # startup() now asks the (scripted) server
     backend.db = HelloDb(reply)  # type: ignore[assignment]
     return backend
 

@@ -18,7 +18,7 @@ from tests.conftest import make_mongomock_backend
 
 def test_startup_creates_every_index_and_is_idempotent(mongo_backend: MongoJobQueue) -> None:
     mongo_backend.startup()
-    mongo_backend._started = False
+    mongo_backend.store.started = False
     mongo_backend.startup()
     info = mongo_backend.col.index_information()
     for spec in INDEXES:
@@ -159,7 +159,7 @@ def test_server_selection_timeouts_are_not_multiplied() -> None:
 def test_lease_times_come_from_the_server_clock() -> None:
     db = mongomock.MongoClient(tz_aware=True)["app"]
     backend = MongoJobQueue(db, server_time=True)
-    backend._server_time = True  # as on a real server; mongomock has no `hello`
+    backend.store.server_time = True  # as on a real server; mongomock has no `hello`
     server_now = datetime.now(timezone.utc) + timedelta(minutes=7)
 
     class Db:
@@ -176,9 +176,10 @@ def test_lease_times_come_from_the_server_clock() -> None:
 
 def test_mongomock_calls_are_serialised_and_real_servers_are_not() -> None:
     backend = make_mongomock_backend()
-    assert backend._lock is not None
+    assert backend.store.lock is not None
     other = make_mongomock_backend()
-    assert other._lock is backend._lock  # one lock for every mongomock database in the process
+    # one lock for every mongomock database in the process
+    assert other.store.lock is backend.store.lock
 
 
 def test_change_streams_are_refused_on_mongomock() -> None:

@@ -1,9 +1,11 @@
 """MongoJobQueue: the production backend. The only module family that talks to pymongo.
 
-The class is layered over three modules: :mod:`durabl.stores.mongo.store` (the collection, the
-mongomock guard, retries, the server clock, startup), :mod:`durabl.stores.mongo.operations`
-(the reaper and the operator queries) and this one (enqueue, claim, fenced writes, the
-journal and push pickup); :mod:`durabl.stores.mongo.bulk` builds ``complete_many``'s bulk write.
+A MongoJobQueue owns its parts and delegates to them: a
+:class:`~durabl.stores.mongo.store.MongoStore` (the collection, the mongomock guard,
+retries, the server clock, startup), a :class:`~durabl.stores.mongo.queries.MongoQueries`
+(the operator queries) and a :class:`~durabl.stores.mongo.reaper.MongoReaper`. This module
+holds what runs under a claim: enqueue, claim, fenced writes, the journal and push pickup;
+:mod:`durabl.stores.mongo.bulk` builds ``complete_many``'s bulk write.
 """
 
 from __future__ import annotations
@@ -12,38 +14,83 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from bson import ObjectId
 from pymongo import ReturnDocument
+from pymongo.collection import Collection
+from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError, DurablError
 from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
+    Job,
     JobHandle,
     JobResult,
     JournalAppendResult,
     JournalRecord,
     LogEntry,
+    QueueStats,
+    ReapReport,
     handle_for,
 )
-from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob, clip_reason
+from durabl.model.options import (
+    MAX_LOG_ENTRIES,
+    PUSH_SAFETY_POLL_INTERVAL,
+    RECEIPTS_KEPT,
+    NewJob,
+    clip_reason,
+)
 from durabl.model.rules import resolve_miss
-from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, PushListener
+from durabl.stores.base import (
+    Completion,
+    EnqueueResult,
+    InlineClaimResult,
+    PushListener,
+    StoreBase,
+)
 from durabl.stores.mongo import codec, factory
 from durabl.stores.mongo.bulk import FencedBatch
+from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
-from durabl.stores.mongo.operations import MongoOperations
+from durabl.stores.mongo.queries import MongoQueries
+from durabl.stores.mongo.reaper import MongoReaper
 from durabl.stores.mongo.retry import call_with_retries
-from durabl.stores.mongo.store import NO_RECEIPTS
+from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore, is_mongomock
 from durabl.stores.mongo.watcher import Watcher, open_watcher
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-class MongoJobQueue(MongoOperations):
+
+class _OnStore(Generic[T]):
+    """An attribute of a :class:`MongoJobQueue` that is its store's (read and written
+    there), so the queue's parts and its callers see one value."""
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, queue: None, owner: type[Any]) -> _OnStore[T]: ...
+
+    @overload
+    def __get__(self, queue: MongoJobQueue, owner: type[Any]) -> T: ...
+
+    def __get__(self, queue: MongoJobQueue | None, owner: type[Any]) -> _OnStore[T] | T:
+        if queue is None:
+            return self
+        value: T = getattr(queue.store, self.name)
+        return value
+
+    def __set__(self, queue: MongoJobQueue, value: T) -> None:
+        setattr(queue.store, self.name, value)
+
+
+class MongoJobQueue(StoreBase):
     """Jobs in one MongoDB collection.
 
     ``use_change_streams`` asks for push pickup; ``startup()`` then refuses a server that
@@ -56,6 +103,45 @@ class MongoJobQueue(MongoOperations):
     """
 
     supports_journal = True
+    db = _OnStore[Database[Any]]()
+    col = _OnStore[Collection[dict[str, Any]]]()
+    collection_name = _OnStore[str]()
+    clock = _OnStore[Clock]()
+    clock_skew_allowance = _OnStore[float]()
+    supports_push = _OnStore[bool]()
+
+    def __init__(
+        self,
+        db: Database[Any],
+        collection: str = "durabl_jobs",
+        use_change_streams: bool = False,
+        *,
+        clock: Clock | None = None,
+        server_time: bool = True,
+        clock_skew_allowance: float | None = None,
+        owns_client: bool = False,
+        safety_poll_interval: float = PUSH_SAFETY_POLL_INTERVAL,
+        push_batch_window: float = DEFAULT_BATCH_WINDOW,
+    ) -> None:
+        self.store = MongoStore(
+            db,
+            collection,
+            clock=clock or SYSTEM_CLOCK,
+            server_time=server_time and not is_mongomock(db) and clock is None,
+            clock_skew_allowance=clock_skew_allowance,
+            owns_client=owns_client,
+        )
+        if isinstance(safety_poll_interval, bool) or not (
+            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
+        ):
+            raise ValueError(
+                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
+            )
+        self.use_change_streams = use_change_streams
+        self.safety_poll_interval = float(safety_poll_interval)
+        self.push_settings = PushSettings(batch_window=push_batch_window)
+        self.queries = MongoQueries(self.store)
+        self.reaper = MongoReaper(self.store)
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
@@ -69,13 +155,36 @@ class MongoJobQueue(MongoOperations):
         by default: nothing connects here)."""
         return factory.from_url(cls, url, **options)
 
+    # -- the store's plumbing -------------------------------------------------------------
+    def now(self) -> datetime:
+        """The server's clock where it tells us, else this host's."""
+        return self.store.now()
+
+    def startup(self) -> None:
+        """Create the indexes (idempotent) and check change-stream support if asked."""
+        self.store.startup(change_streams=self.use_change_streams)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def drop(self) -> None:
+        """Delete the collection (tests and the demo)."""
+        self.store.drop()
+
     # -- push and size --------------------------------------------------------------------
+    def push_unavailable(self) -> str | None:
+        if not self.use_change_streams:
+            return "change streams are off (use_change_streams=False)"
+        if not self.supports_push:
+            return "push pickup is not verified yet (the store's startup() has not run)"
+        return None
+
     def open_push(self, listener: PushListener) -> Watcher:
         """The change-stream watcher for a queue (not started): see
         :mod:`durabl.stores.mongo.changestream`."""
         if not self.supports_push:
             raise DurablError("push pickup needs use_change_streams=True and startup()")
-        return open_watcher(self, listener)
+        return open_watcher(self.store, listener, self.push_settings)
 
     def check_size(self, job: NewJob) -> None:
         codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
@@ -101,16 +210,17 @@ class MongoJobQueue(MongoOperations):
             nonlocal attempts
             attempts += 1
             try:
-                self.col.insert_one(doc)
+                self.store.col.insert_one(doc)
             except DuplicateKeyError:
                 # A fresh ObjectId cannot collide on a first try: the clash is a dedupe slot.
                 # On a repeat, finding our own document means the first try went through.
                 return (
-                    attempts > 1 and self.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
+                    attempts > 1
+                    and self.store.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
                 )
             return True
 
-        return self.call("enqueue", insert)
+        return self.store.call("enqueue", insert)
 
     def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
         if job.coalesce != "latest" or job.dedupe_key is None:
@@ -118,13 +228,13 @@ class MongoJobQueue(MongoOperations):
         slot = codec.pending_slot(job.dedupe_scope)
 
         def replace() -> bool:
-            result = self.col.update_one(
+            result = self.store.col.update_one(
                 {slot: job.dedupe_key, "status": "pending", "type": job.type},
                 {"$set": {"data": job.data, "updated_at": now}},
             )
             return result.matched_count == 1
 
-        return EnqueueResult(None, coalesced=self.call("coalesce", replace))
+        return EnqueueResult(None, coalesced=self.store.call("coalesce", replace))
 
     def _check_scope_conflict(
         self, job: NewJob, own_id: ObjectId, own_filter: Mapping[str, Any]
@@ -134,14 +244,16 @@ class MongoJobQueue(MongoOperations):
         others = [{slot: job.dedupe_key} for slot in codec.other_scope_slots(job.dedupe_scope)]
 
         def find() -> dict[str, Any] | None:
-            return self.col.find_one({"$or": others, "_id": {"$ne": own_id}}, {"dedupe_scope": 1})
+            return self.store.col.find_one(
+                {"$or": others, "_id": {"$ne": own_id}}, {"dedupe_scope": 1}
+            )
 
-        other = self.call("dedupe scope check", find)
+        other = self.store.call("dedupe scope check", find)
         if other is None:
             return
-        removed = self.call(
+        removed = self.store.call(
             "dedupe scope back-out",
-            lambda: self.col.delete_one({"_id": own_id, **own_filter}).deleted_count,
+            lambda: self.store.col.delete_one({"_id": own_id, **own_filter}).deleted_count,
         )
         if not removed:
             logger.warning(
@@ -219,7 +331,7 @@ class MongoJobQueue(MongoOperations):
 
         def claim() -> tuple[JobHandle[Any] | None, bool]:
             try:
-                doc = self.col.find_one_and_update(
+                doc = self.store.col.find_one_and_update(
                     query,
                     self._claim_update(now, token, owner, reserve),
                     sort=[("priority", 1), ("run_at", 1), ("_id", 1)],
@@ -234,7 +346,7 @@ class MongoJobQueue(MongoOperations):
 
         # Not repeated on transient errors: a claim that applied but whose reply was lost
         # would claim a second job; the lost one comes back through the reaper.
-        return self.call("claim", claim, retry=False)
+        return self.store.call("claim", claim, retry=False)
 
     def claim(
         self,
@@ -265,9 +377,9 @@ class MongoJobQueue(MongoOperations):
         if not claims:
             return
         tokens = [token for _, token in claims]  # random per claim: the token alone fences
-        self.call(
+        self.store.call(
             "mark_started",
-            lambda: self.col.update_many(
+            lambda: self.store.col.update_many(
                 {"status": "active", "claim_token": {"$in": tokens}},
                 {"$unset": {"reserved": ""}},
             ),
@@ -277,12 +389,12 @@ class MongoJobQueue(MongoOperations):
         """The job a claim just failed on (the first candidate in claim order)."""
 
         def find() -> ObjectId:
-            doc = self.col.find_one(
+            doc = self.store.col.find_one(
                 query, {"_id": 1}, sort=[("priority", 1), ("run_at", 1), ("_id", 1)]
             )
             return doc["_id"] if doc else ObjectId()
 
-        return self.call("claim", find)
+        return self.store.call("claim", find)
 
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
@@ -314,7 +426,7 @@ class MongoJobQueue(MongoOperations):
     def _resolve_miss(self, job_id: ObjectId, token: str, op: str) -> JobResult:
         """Why a fenced write matched nothing: its own earlier result, a terminal job, a
         lost lease, or no job at all."""
-        doc = self.col.find_one({"_id": job_id}, {"status": 1, "receipts": 1})
+        doc = self.store.col.find_one({"_id": job_id}, {"status": 1, "receipts": 1})
         if doc is None:
             return resolve_miss(None, None)
         receipts = doc.get("receipts") or ()
@@ -341,7 +453,7 @@ class MongoJobQueue(MongoOperations):
 
         def write() -> JobResult:
             try:
-                res = self.col.update_one(
+                res = self.store.col.update_one(
                     {"_id": oid, "claim_token": token, "status": "active"}, update
                 )
             except DuplicateKeyError:
@@ -353,12 +465,12 @@ class MongoJobQueue(MongoOperations):
             return self._resolve_miss(oid, token, op)
 
         def guarded() -> JobResult:
-            with self._guard(timeout):
+            with self.store.guard(timeout):
                 return write()
 
         if timeout is None:
             return call_with_retries(op, guarded)
-        with self._bounded(timeout):
+        with self.store.bounded(timeout):
             return call_with_retries(op, guarded, max_seconds=timeout)
 
     def heartbeat(
@@ -371,15 +483,15 @@ class MongoJobQueue(MongoOperations):
         self._push_logs(update, logs)
 
         def beat() -> HeartbeatResult:
-            res = self.col.update_one(
+            res = self.store.col.update_one(
                 {"_id": oid, "claim_token": token, "status": "active"}, update
             )
             return "applied" if res.matched_count == 1 else "lease-lost"
 
-        return self.call("heartbeat", beat)
+        return self.store.call("heartbeat", beat)
 
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        update = self._terminal_update("completed", self.now())
+        update = codec.terminal_update("completed", self.now())
         return self._fenced(job_id, token, "complete", "completed", update, logs)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
@@ -393,25 +505,25 @@ class MongoJobQueue(MongoOperations):
         now = self.now()
 
         def update(completion: Completion) -> dict[str, Any]:
-            doc = self._terminal_update("completed", now)
+            doc = codec.terminal_update("completed", now)
             self._push_logs(doc, completion.logs)
             self._receipt(doc, completion.token, "complete", "completed")
             return doc
 
-        batch = FencedBatch.of(completions, update, mongomock=self._mock)
+        batch = FencedBatch.of(completions, update, mongomock=self.store.mock)
         requests = batch.requests
 
         def write() -> list[JobResult]:
-            if self.col.bulk_write(requests, ordered=False).matched_count == len(requests):
+            if self.store.col.bulk_write(requests, ordered=False).matched_count == len(requests):
                 return [JobResult("completed")] * len(requests)
             return [self._resolve_miss(oid, token, "complete") for oid, token in batch.fences]
 
-        return batch.answers(self.call("complete_many", write) if requests else [])
+        return batch.answers(self.store.call("complete_many", write) if requests else [])
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
     ) -> JobResult:
-        update = self._terminal_update(
+        update = codec.terminal_update(
             "failed", self.now(), fail_reason=clip_reason(reason), failure_kind="fatal"
         )
         return self._fenced(job_id, token, "fail-fatal", "failed-terminal", update, logs)
@@ -431,21 +543,21 @@ class MongoJobQueue(MongoOperations):
             return JobResult("not-found")
         now = self.now()
         reason = clip_reason(reason)
-        doc = self.call(
+        doc = self.store.call(
             "fail",
-            lambda: self.col.find_one(
+            lambda: self.store.col.find_one(
                 {"_id": oid, "claim_token": token, "status": "active"},
                 {"attempts": 1, "max_attempts": 1},
             ),
         )
         if doc is None:
-            return self.call("fail", lambda: self._resolve_miss(oid, token, "fail"))
+            return self.store.call("fail", lambda: self._resolve_miss(oid, token, "fail"))
         if doc["attempts"] >= doc["max_attempts"]:
-            update = self._terminal_update(
+            update = codec.terminal_update(
                 "failed", now, fail_reason=reason, failure_kind=exhausted
             )
             return self._fenced(job_id, token, "fail", "failed-terminal", update, logs)
-        update = self._back_to_pending(now, run_at=retry_at, fail_reason=reason)
+        update = codec.back_to_pending(now, run_at=retry_at, fail_reason=reason)
         return self._fenced(
             job_id,
             token,
@@ -468,10 +580,12 @@ class MongoJobQueue(MongoOperations):
         **fields: Any,
     ) -> JobResult:
         """A pending follower already holds the key: it covers this job's work."""
-        update = self._terminal_update("superseded", now, **fields)
+        update = codec.terminal_update("superseded", now, **fields)
         self._push_logs(update, logs)
         self._receipt(update, token, op, "superseded")
-        res = self.col.update_one({"_id": oid, "claim_token": token, "status": "active"}, update)
+        res = self.store.col.update_one(
+            {"_id": oid, "claim_token": token, "status": "active"}, update
+        )
         if res.matched_count == 1:
             return JobResult("superseded")
         return self._resolve_miss(oid, token, op)
@@ -487,9 +601,9 @@ class MongoJobQueue(MongoOperations):
     ) -> JobResult:
         now = self.now()
         update = (
-            self._back_to_pending(now)
+            codec.back_to_pending(now)
             if run_at is None
-            else self._back_to_pending(now, run_at=run_at)
+            else codec.back_to_pending(now, run_at=run_at)
         )
         update["$inc"] = {"attempts": -1}
         return self._fenced(
@@ -519,10 +633,63 @@ class MongoJobQueue(MongoOperations):
         last = position + len(records) - 1
 
         def write() -> JournalAppendResult:
-            if self.col.update_one(query, update).matched_count == 1:
+            if self.store.col.update_one(query, update).matched_count == 1:
                 return "applied"
             # Only the claim holder appends: entries past ``position`` are this append.
             repeat = {**fence, f"journal.{last}": {"$exists": True}}
-            return "applied" if self.col.find_one(repeat, {"_id": 1}) else "lease-lost"
+            return "applied" if self.store.col.find_one(repeat, {"_id": 1}) else "lease-lost"
 
-        return self.call("append_journal", write)
+        return self.store.call("append_journal", write)
+
+    # -- recovery and operations (the reaper and the queries) -----------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        return self.reaper.reap(visibility_timeout, limit=limit)
+
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        return self.queries.has_outstanding(type, dedupe_key)
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        return self.queries.get_job(job_id)
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        return self.queries.list_jobs(
+            status=status,
+            type=type,
+            failure_kind=failure_kind,
+            search=search,
+            limit=limit,
+            offset=offset,
+        )
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        return self.queries.count_jobs(
+            status=status, type=type, failure_kind=failure_kind, search=search
+        )
+
+    def retry(self, job_id: str) -> bool:
+        return self.queries.retry(job_id)
+
+    def delete(self, job_id: str) -> bool:
+        return self.queries.delete(job_id)
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        return self.queries.get_stats(type)
+
+    def job_types(self) -> list[str]:
+        return self.queries.job_types()

@@ -124,3 +124,21 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         backoff_max_delay=float(backoff.get("max_delay", 300.0)),
         journal=tuple(doc.get("journal") or ()),
     )
+
+
+# -- update documents shared by the fenced writes and the reaper ----------------------------
+def terminal_update(status: str, now: datetime, **fields: Any) -> dict[str, Any]:
+    """End a job in ``status``: its dedupe slots and lease fields go."""
+    return {
+        "$set": {"status": status, "updated_at": now, "finished_at": now, **fields},
+        "$unset": {name: "" for name in (*SLOTS, *LEASE_FIELDS)},
+    }
+
+
+def back_to_pending(now: datetime, **fields: Any) -> dict[str, Any]:
+    """Hand an active job back: the lease goes, the active slot becomes the pending one."""
+    return {
+        "$set": {"status": "pending", "updated_at": now, **fields},
+        "$unset": {name: "" for name in LEASE_FIELDS},
+        "$rename": {ACTIVE_SLOT: PENDING_SLOT},
+    }

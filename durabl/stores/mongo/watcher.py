@@ -530,11 +530,10 @@ def _close_quietly(stream: ChangeStreamLike) -> None:
 
 
 # -- MongoDB wiring -------------------------------------------------------------------------
-def open_watcher(backend: MongoStore, listener: PushListener) -> Watcher:
-    """A watcher on ``backend``'s collection reporting to ``listener`` (not started): it
+def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettings) -> Watcher:
+    """A watcher on ``store``'s collection reporting to ``listener`` (not started): it
     reads through :meth:`MongoStore.call`, as every other read of the store does."""
-    settings = backend.push_settings
-    col = backend.col
+    col = store.col
     pipeline = claimable_pipeline()
     await_ms = max(int(settings.await_seconds * 1000), 1)
 
@@ -554,7 +553,7 @@ def open_watcher(backend: MongoStore, listener: PushListener) -> Watcher:
             )
             return [(doc["type"], doc["run_at"]) for doc in cursor]
 
-        return backend.call("change-stream lookup", read)
+        return store.call("change-stream lookup", read)
 
     def next_run_at(type: str, after: datetime) -> datetime | None:
         def read() -> datetime | None:
@@ -565,13 +564,13 @@ def open_watcher(backend: MongoStore, listener: PushListener) -> Watcher:
             )
             return None if doc is None else as_utc(doc["run_at"])
 
-        return backend.call("change-stream discovery", read)
+        return store.call("change-stream discovery", read)
 
     return Watcher(
         open_stream,
         listener,
-        clock=backend.clock,
-        now=backend.now,
+        clock=store.clock,
+        now=store.now,
         lookup=lookup,
         next_run_at=next_run_at,
         settings=settings,

@@ -1,0 +1,168 @@
+"""MongoQueries: the operator side of a MongoJobQueue (lookups, listing, counts, retry,
+delete, stats): nothing here runs under a caller's claim."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from durabl.model.job import FAILURE_KINDS, STATUSES, FailureKind, Job, QueueStats
+from durabl.model.rules import check_filters, stats_from_counts
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.codec import SLOTS
+from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
+
+
+class MongoQueries:
+    """Queries and operations over the collection of ``store``."""
+
+    def __init__(self, store: MongoStore) -> None:
+        self.store = store
+
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        query = {"type": type, "$or": [{slot: dedupe_key} for slot in SLOTS]}
+        return (
+            self.store.call("has_outstanding", lambda: self.store.col.find_one(query, {"_id": 1}))
+            is not None
+        )
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return None
+        doc = self.store.call("get_job", lambda: self.store.col.find_one({"_id": oid}, NO_RECEIPTS))
+        return codec.to_job(doc) if doc else None
+
+    def _list_query(
+        self,
+        status: str | None,
+        type: str | None,
+        failure_kind: str | None,
+        search: str | None,
+    ) -> dict[str, Any]:
+        check_filters(status, failure_kind)
+        query: dict[str, Any] = {}
+        if status is not None:
+            query["status"] = status
+        if type is not None:
+            query["type"] = type
+        if failure_kind is not None:
+            query["failure_kind"] = failure_kind
+        if search:
+            terms: list[dict[str, Any]] = [
+                {"dedupe_key": {"$regex": "^" + re.escape(search)}},
+            ]
+            oid = codec.parse_id(search)
+            if oid is not None:
+                terms.append({"_id": oid})
+            query["$or"] = terms
+        return query
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        if limit < 0 or offset < 0:
+            raise ValueError("limit and offset must not be negative")
+        query = self._list_query(status, type, failure_kind, search)
+        order = [("finished_at", -1), ("_id", -1)] if status == "failed" else [("_id", -1)]
+
+        def fetch() -> list[Job[Any]]:
+            cursor = self.store.col.find(query, NO_RECEIPTS).sort(order).skip(offset).limit(limit)
+            return [codec.to_job(doc) for doc in cursor]
+
+        return self.store.call("list_jobs", fetch)
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        query = self._list_query(status, type, failure_kind, search)
+        return self.store.call("count_jobs", lambda: self.store.col.count_documents(query))
+
+    def retry(self, job_id: str) -> bool:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return False
+        now = self.store.now()
+
+        def write() -> bool:
+            doc = self.store.col.find_one(
+                {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
+            )
+            if doc is None:
+                return False
+            fields: dict[str, Any] = {
+                "status": "pending",
+                "attempts": 0,
+                "run_at": now,
+                "updated_at": now,
+            }
+            key = doc.get("dedupe_key")
+            if key is not None:
+                scope = doc.get("dedupe_scope") or "pending+active"
+                others = [{slot: key} for slot in codec.other_scope_slots(scope)]
+                if self.store.col.find_one({"$or": others}, {"_id": 1}) is not None:
+                    return False  # the key is live under the other scope
+                fields[codec.pending_slot(scope)] = key
+            try:
+                res = self.store.col.update_one(
+                    {"_id": oid, "status": "failed"},
+                    {"$set": fields, "$unset": {"failure_kind": "", "finished_at": ""}},
+                )
+            except DuplicateKeyError:
+                return False
+            return res.modified_count == 1
+
+        # Not repeated: a retry that applied but lost its reply would report False.
+        return self.store.call("retry", write, retry=False)
+
+    def delete(self, job_id: str) -> bool:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return False
+        return bool(
+            self.store.call(
+                "delete",
+                lambda: (
+                    self.store.col.delete_one(
+                        {"_id": oid, "status": {"$ne": "active"}}
+                    ).deleted_count
+                ),
+            )
+        )
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        now = self.store.now()
+        base: dict[str, Any] = {} if type is None else {"type": type}
+
+        def read() -> QueueStats:
+            counts = {s: self.store.col.count_documents({**base, "status": s}) for s in STATUSES}
+            failed = {**base, "status": "failed"}
+            by_kind = {
+                kind: self.store.col.count_documents({**failed, "failure_kind": kind})
+                for kind in FAILURE_KINDS
+            }
+            oldest = self.store.col.find_one(
+                {**base, "status": "pending", "run_at": {"$lte": now}},
+                {"run_at": 1},
+                sort=[("run_at", 1)],
+            )
+            return stats_from_counts(counts, by_kind, oldest["run_at"] if oldest else None, now)
+
+        return self.store.call("get_stats", read)
+
+    def job_types(self) -> list[str]:
+        return sorted(self.store.call("job_types", lambda: self.store.col.distinct("type")))

@@ -1,0 +1,92 @@
+"""MongoReaper: recovery of the jobs whose lease expired, for a MongoJobQueue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from durabl.model.job import ReapReport
+from durabl.model.rules import STALLED_REASON, reap_decision
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.store import MongoStore
+
+
+class MongoReaper:
+    """Reaps the collection of ``store``: each expired lease is recovered (pending again),
+    stalled, or superseded by a pending follower, as :func:`reap_decision` says."""
+
+    def __init__(self, store: MongoStore) -> None:
+        self.store = store
+
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        now = self.store.now()
+        cutoff = now - timedelta(seconds=visibility_timeout + self.store.clock_skew_allowance)
+        stuck = self.store.call(
+            "reap",
+            lambda: list(
+                self.store.col.find(
+                    {"status": "active", "heartbeat_at": {"$lt": cutoff}},
+                    {
+                        "claim_token": 1,
+                        "attempts": 1,
+                        "max_attempts": 1,
+                        "type": 1,
+                        "reserved": 1,
+                        "unstarted_reaps": 1,
+                    },
+                )
+                .sort("heartbeat_at", 1)
+                .limit(limit)
+            ),
+        )
+        recovered = stalled = superseded = 0
+        ids: list[str] = []
+        for doc in stuck:
+            outcome = self._reap_one(doc, cutoff, now)
+            if outcome is None:
+                continue
+            ids.append(str(doc["_id"]))
+            if outcome == "stalled":
+                stalled += 1
+            elif outcome == "superseded":
+                superseded += 1
+            else:
+                recovered += 1
+        return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, tuple(ids))
+
+    def _reap_one(self, doc: Mapping[str, Any], cutoff: datetime, now: datetime) -> str | None:
+        query = {
+            "_id": doc["_id"],
+            "status": "active",
+            "claim_token": doc.get("claim_token"),
+            "heartbeat_at": {"$lt": cutoff},
+        }
+        decision = reap_decision(
+            doc["attempts"],
+            doc["max_attempts"],
+            reserved=bool(doc.get("reserved")),
+            unstarted_reaps=doc.get("unstarted_reaps", 0),
+        )
+        outcome = "recovered"
+        if decision == "stall":
+            update = codec.terminal_update(
+                "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
+            )
+            outcome = "stalled"
+        else:
+            update = codec.back_to_pending(now, run_at=now)
+            if decision == "refund":
+                update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
+
+        def write() -> str | None:
+            try:
+                res = self.store.col.update_one(query, update)
+            except DuplicateKeyError:
+                res = self.store.col.update_one(query, codec.terminal_update("superseded", now))
+                return "superseded" if res.matched_count else None
+            return outcome if res.matched_count else None
+
+        return self.store.call("reap", write)
