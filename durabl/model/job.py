@@ -205,6 +205,23 @@ class JobHandle(Job[T]):
 
 
 @dataclass(frozen=True)
+class JobFilter:
+    """Which jobs ``list_jobs`` and ``count_jobs`` select: each field that is set must
+    match (``search``: the exact job id, or a prefix of the dedupe key)."""
+
+    status: str | None = None
+    type: str | None = None
+    failure_kind: FailureKind | None = None
+    search: str | None = None
+
+    def equal_fields(self) -> dict[str, str]:
+        """The fields a job must equal, by name: those of ``status``, ``type`` and
+        ``failure_kind`` that are set (``search`` is matched its own way)."""
+        fields = {"status": self.status, "type": self.type, "failure_kind": self.failure_kind}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """A point-in-time gauge of one type (or of every type)."""
 

@@ -20,6 +20,7 @@ from durabl.model.job import (
     HeartbeatResult,
     Job,
     JobEvent,
+    JobFilter,
     JobHandle,
     JobResult,
     JournalAppendResult,
@@ -258,6 +259,42 @@ class StoreBase(ABC):
     @abstractmethod
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
         """See :meth:`Backend.reap`."""
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """See :meth:`Backend.list_jobs`: the store answers through :meth:`find_jobs`."""
+        filters = JobFilter(status, type, failure_kind, search)
+        return self.find_jobs(filters, limit=limit, offset=offset)
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        """See :meth:`Backend.count_jobs`: the store answers through :meth:`count_matching`."""
+        return self.count_matching(JobFilter(status, type, failure_kind, search))
+
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+        """The jobs ``filters`` selects, newest first (``status="failed"``: newest failure
+        first), ``offset`` skipped, at most ``limit`` (0: no limit). A store that keeps
+        :meth:`list_jobs` implements this; one that overrides :meth:`list_jobs` need not."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement find_jobs")
+
+    def count_matching(self, filters: JobFilter) -> int:
+        """How many jobs ``filters`` selects (for :meth:`count_jobs`, as :meth:`find_jobs`
+        is for :meth:`list_jobs`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement count_matching")
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
         """One :meth:`complete` per completion; stores that can write them together

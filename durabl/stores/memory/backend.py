@@ -23,6 +23,7 @@ from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
     Job,
+    JobFilter,
     JobHandle,
     JobResult,
     JournalAppendResult,
@@ -337,39 +338,22 @@ class MemoryBackend(StoreBase):
             rec = self._store.jobs.get(job_id)
             return self._store.snapshot(rec) if rec is not None else None
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
-        cursor, ``limit=0`` means no limit."""
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+        """As with a Mongo cursor, ``limit=0`` means no limit."""
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset!r}")
         with self._store.lock:
-            rows = self._store.select(status, type, failure_kind, search)
-            if status == "failed":
+            rows = self._store.select(filters)
+            if filters.status == "failed":
                 rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
             else:
                 rows.sort(key=lambda r: r.seq, reverse=True)
             rows = rows[offset : offset + abs(limit)] if limit else rows[offset:]
             return [self._store.snapshot(r) for r in rows]
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
+    def count_matching(self, filters: JobFilter) -> int:
         with self._store.lock:
-            return len(self._store.select(status, type, failure_kind, search))
+            return len(self._store.select(filters))
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending, due now, attempts 0. False when the job is not failed or its

@@ -22,6 +22,7 @@ from durabl.model.job import (
     DedupeScope,
     FailureKind,
     Job,
+    JobFilter,
     JobResult,
     JobStatus,
     JournalRecord,
@@ -188,20 +189,14 @@ class MemoryStore:
             slots[rec.dedupe_key] = rec.id
         return rec
 
-    def select(
-        self,
-        status: str | None,
-        type: str | None,
-        failure_kind: str | None,
-        search: str | None,
-    ) -> list[Record]:
-        check_filters(status, failure_kind)
+    def select(self, filters: JobFilter) -> list[Record]:
+        check_filters(filters.status, filters.failure_kind)
+        equal = filters.equal_fields().items()
+        search = filters.search
         return [
             r
             for r in self.jobs.values()
-            if (status is None or r.status == status)
-            and (type is None or r.type == type)
-            and (failure_kind is None or r.failure_kind == failure_kind)
+            if all(getattr(r, name) == value for name, value in equal)
             and (
                 not search
                 or r.id == search

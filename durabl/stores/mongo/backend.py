@@ -28,6 +28,7 @@ from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
     Job,
+    JobFilter,
     JobHandle,
     JobResult,
     JournalAppendResult,
@@ -651,36 +652,11 @@ class MongoJobQueue(StoreBase):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self.queries.get_job(job_id)
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        return self.queries.list_jobs(
-            status=status,
-            type=type,
-            failure_kind=failure_kind,
-            search=search,
-            limit=limit,
-            offset=offset,
-        )
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+        return self.queries.find_jobs(filters, limit=limit, offset=offset)
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        return self.queries.count_jobs(
-            status=status, type=type, failure_kind=failure_kind, search=search
-        )
+    def count_matching(self, filters: JobFilter) -> int:
+        return self.queries.count_matching(filters)
 
     def retry(self, job_id: str) -> bool:
         return self.queries.retry(job_id)

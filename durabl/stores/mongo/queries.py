@@ -8,7 +8,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from durabl.model.job import FAILURE_KINDS, STATUSES, FailureKind, Job, QueueStats
+from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
 from durabl.model.rules import check_filters, stats_from_counts
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.codec import SLOTS
@@ -35,21 +35,10 @@ class MongoQueries:
         doc = self.store.call("get_job", lambda: self.store.col.find_one({"_id": oid}, NO_RECEIPTS))
         return codec.to_job(doc) if doc else None
 
-    def _list_query(
-        self,
-        status: str | None,
-        type: str | None,
-        failure_kind: str | None,
-        search: str | None,
-    ) -> dict[str, Any]:
-        check_filters(status, failure_kind)
-        query: dict[str, Any] = {}
-        if status is not None:
-            query["status"] = status
-        if type is not None:
-            query["type"] = type
-        if failure_kind is not None:
-            query["failure_kind"] = failure_kind
+    def _list_query(self, filters: JobFilter) -> dict[str, Any]:
+        check_filters(filters.status, filters.failure_kind)
+        query: dict[str, Any] = dict(filters.equal_fields())
+        search = filters.search
         if search:
             terms: list[dict[str, Any]] = [
                 {"dedupe_key": {"$regex": "^" + re.escape(search)}},
@@ -60,20 +49,12 @@ class MongoQueries:
             query["$or"] = terms
         return query
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must not be negative")
-        query = self._list_query(status, type, failure_kind, search)
-        order = [("finished_at", -1), ("_id", -1)] if status == "failed" else [("_id", -1)]
+        query = self._list_query(filters)
+        failed = filters.status == "failed"
+        order = [("finished_at", -1), ("_id", -1)] if failed else [("_id", -1)]
 
         def fetch() -> list[Job[Any]]:
             cursor = self.store.col.find(query, NO_RECEIPTS).sort(order).skip(offset).limit(limit)
@@ -81,15 +62,8 @@ class MongoQueries:
 
         return self.store.call("list_jobs", fetch)
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        query = self._list_query(status, type, failure_kind, search)
+    def count_matching(self, filters: JobFilter) -> int:
+        query = self._list_query(filters)
         return self.store.call("count_jobs", lambda: self.store.col.count_documents(query))
 
     def retry(self, job_id: str) -> bool:

@@ -21,6 +21,7 @@ from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
     Job,
+    JobFilter,
     JobHandle,
     JobResult,
     JournalAppendResult,
@@ -503,36 +504,19 @@ class SqliteJobQueue(StoreBase):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
-        cursor, ``limit=0`` means no limit."""
-        where, params = queries.filters(status, type, failure_kind, search)
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+        """As with a Mongo cursor, ``limit=0`` means no limit."""
+        where, params = queries.filters(filters)
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset!r}")
-        failed = status == "failed"
+        failed = filters.status == "failed"
         return self._read(
             "list_jobs",
             lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset),
         )
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        where, params = queries.filters(status, type, failure_kind, search)
+    def count_matching(self, filters: JobFilter) -> int:
+        where, params = queries.filters(filters)
         return self._read("count_jobs", lambda conn: queries.count_jobs(conn, where, params))
 
     def retry(self, job_id: str) -> bool:

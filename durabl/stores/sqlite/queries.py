@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from durabl.model.job import Job, LogEntry, QueueStats
+from durabl.model.job import Job, JobFilter, LogEntry, QueueStats
 from durabl.model.rules import check_filters, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
@@ -86,26 +86,13 @@ def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> boo
     return row is not None
 
 
-def filters(
-    status: str | None,
-    type: str | None,
-    failure_kind: str | None,
-    search: str | None,
-) -> tuple[str, dict[str, Any]]:
+def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     """A WHERE clause and its parameters. ``search`` is an exact job id or a prefix of the
     dedupe key, compared byte for byte (case-sensitive, no wildcards)."""
-    check_filters(status, failure_kind)
-    clauses: list[str] = []
-    params: dict[str, Any] = {}
-    if status is not None:
-        clauses.append("status = :status")
-        params["status"] = status
-    if type is not None:
-        clauses.append("type = :type")
-        params["type"] = type
-    if failure_kind is not None:
-        clauses.append("failure_kind = :failure_kind")
-        params["failure_kind"] = failure_kind
+    check_filters(selection.status, selection.failure_kind)
+    params: dict[str, Any] = selection.equal_fields()
+    clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
+    search = selection.search
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
         # The UTF-8 bytes of the key start with those of the prefix exactly when the key
