@@ -13,16 +13,10 @@ from pymongo.errors import (
     PyMongoError,
     ServerSelectionTimeoutError,
 )
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
+from tenacity import stop_after_attempt, stop_after_delay
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.stores.retrying import call_repeating
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +45,12 @@ def call_with_retries(
     inserts with a client-made id). The last transient error becomes a
     :class:`BackendUnavailableError`.
     """
-    retrying = Retrying(
-        retry=retry_if_exception(is_transient),
+    return call_repeating(
+        fn,
+        repeat_on=is_transient,
         stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
-        wait=wait_random_exponential(multiplier=0.05, max=1.0),
-        reraise=False,
+        translate=lambda exc: translate(operation, exc),
+        driver_errors=PyMongoError,
         before_sleep=lambda state: logger.warning(
             "transient MongoDB error during %s, retrying (attempt %d): %s",
             operation,
@@ -63,14 +58,6 @@ def call_with_retries(
             state.outcome.exception() if state.outcome else None,
         ),
     )
-    try:
-        return retrying(fn)
-    except RetryError as exc:
-        cause = exc.last_attempt.exception()
-        assert cause is not None
-        raise translate(operation, cause) from cause
-    except PyMongoError as exc:
-        raise translate(operation, exc) from exc
 
 
 def is_dns_failure(exc: BaseException) -> bool:

@@ -23,17 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
+from tenacity import stop_after_attempt, stop_after_delay
 from tenacity.stop import stop_base
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.stores.retrying import call_repeating
 
 logger = logging.getLogger(__name__)
 
@@ -283,11 +277,12 @@ class Connections:
         stop: stop_base = stop_after_attempt(RETRY_ATTEMPTS - 1)
         if deadline is not None:
             stop = stop | stop_after_delay(max(deadline - time.monotonic(), 0.0))
-        retrying = Retrying(
-            retry=retry_if_exception(is_busy),
+        return call_repeating(
+            attempt,
+            repeat_on=is_busy,
             stop=stop,
-            wait=wait_random_exponential(multiplier=0.05, max=1.0),
-            reraise=False,
+            translate=lambda exc: translate(operation, exc),
+            driver_errors=sqlite3.Error,
             before_sleep=lambda state: logger.warning(
                 "SQLite file %s is still locked during %s, retrying (retry %d)",
                 self.path,
@@ -295,14 +290,6 @@ class Connections:
                 state.attempt_number,
             ),
         )
-        try:
-            return retrying(attempt)
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            assert cause is not None
-            raise translate(operation, cause) from cause
-        except sqlite3.Error as exc:
-            raise translate(operation, exc) from exc
 
     @staticmethod
     def _set_busy_timeout(conn: sqlite3.Connection, seconds: float) -> None:
