@@ -2,7 +2,10 @@
 
 The ``backend`` fixture of the contract suite runs over every store: mongomock and the
 in-memory backend always; a real MongoDB when ``MONGO_URL`` is set or a Docker engine
-answers (testcontainers), otherwise that run skips with a one-line reason.
+answers (testcontainers), otherwise that run skips with a one-line reason; PostgreSQL at
+``DURABL_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``), each
+test on tables of its own, skipped with one line when no server answers (failed instead
+when ``DURABL_REQUIRE_POSTGRES=1``).
 """
 
 from __future__ import annotations
@@ -115,7 +118,54 @@ def make_sqlite_backend(clock: FakeClock | None = None) -> SqliteJobQueue:
     return SqliteJobQueue(os.path.join(directory, "jobs.sqlite3"), clock=clock)
 
 
-BACKENDS = ["mongomock", "memory", "sqlite", "mongodb"]
+POSTGRES_URL = os.environ.get(
+    "DURABL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+_postgres: dict[str, str | None] = {}
+
+
+def postgres_unavailable() -> str | None:
+    """Why the PostgreSQL tests cannot run (None: a server answers); probed once."""
+    if "reason" not in _postgres:
+        try:
+            import psycopg
+
+            psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+            _postgres["reason"] = None
+        except Exception as exc:  # ImportError, or any connection failure
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            _postgres["reason"] = f"no PostgreSQL at DURABL_TEST_POSTGRES_URL: {first}"
+    return _postgres["reason"]
+
+
+def make_postgres_backend(clock: FakeClock | None = None) -> Any:
+    """A store on tables of its own (``durabl_t_<random>``; dropped by ``cleanup_backend``)."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        if os.environ.get("DURABL_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"{reason} (DURABL_REQUIRE_POSTGRES=1)")
+        pytest.skip(reason)
+    from durabl.stores.postgres import PostgresJobQueue
+
+    return PostgresJobQueue(POSTGRES_URL, table=f"durabl_t_{uuid.uuid4().hex[:10]}", clock=clock)
+
+
+def drop_postgres_tables(prefix: str) -> None:
+    """Drop every table whose name starts with ``prefix`` (a test's and its siblings')."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND left(tablename, length(%s)) = %s",
+            (prefix, prefix),
+        ).fetchall()
+        if names:
+            tables = ", ".join('"' + name + '"' for (name,) in names)
+            conn.execute(f"DROP TABLE IF EXISTS {tables} CASCADE")  # type: ignore[arg-type]
+
+
+BACKENDS = ["mongomock", "memory", "sqlite", "mongodb", "postgres"]
 
 
 def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
@@ -127,6 +177,8 @@ def make_backend(kind: str, clock: FakeClock | None = None) -> Any:
         return make_real_mongo_backend(clock)
     if kind == "sqlite":
         return make_sqlite_backend(clock)
+    if kind == "postgres":
+        return make_postgres_backend(clock)
     raise ValueError(kind)
 
 
@@ -134,6 +186,8 @@ def cleanup_backend(backend: Any) -> None:
     if isinstance(backend, MongoJobQueue) and not backend.store.mock:
         backend.db.client.drop_database(backend.db.name)
     backend.close()
+    if type(backend).__name__ == "PostgresJobQueue" and backend.table.startswith("durabl_t_"):
+        drop_postgres_tables(backend.table)
     if isinstance(backend, SqliteJobQueue) and os.path.basename(
         os.path.dirname(backend.path)
     ).startswith("durabl-test-"):

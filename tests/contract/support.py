@@ -64,6 +64,9 @@ def second_view(backend: Backend, clock: FakeClock) -> Backend:
     path = getattr(backend, "path", None)
     if isinstance(path, str):  # a file-backed store, such as SQLite
         return type(backend)(path, clock=clock)  # type: ignore[call-arg]
+    table = getattr(backend, "table", None)
+    if isinstance(table, str):  # a server store on named tables, such as PostgreSQL
+        return type(backend)(backend.url, table=table, clock=clock)  # type: ignore[attr-defined,call-arg]
     return backend
 
 
@@ -77,4 +80,7 @@ def unstarted_sibling(backend: Backend, clock: FakeClock) -> Backend:
     if isinstance(path, str):
         directory, name = os.path.split(path)
         return type(backend)(os.path.join(directory, f"unstarted-{name}"), clock=clock)  # type: ignore[call-arg]
+    table = getattr(backend, "table", None)
+    if isinstance(table, str):
+        return type(backend)(backend.url, table=f"{table}_u", clock=clock)  # type: ignore[attr-defined,call-arg]
     pytest.skip(f"no way to make a second store like {backend!r}")

@@ -1,0 +1,495 @@
+"""PostgresJobQueue: the whole Backend contract on a PostgreSQL server, across processes
+and machines."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from durabl.model.clock import Clock, as_utc
+from durabl.model.job import (
+    FailureKind,
+    HeartbeatResult,
+    Job,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+    JournalRecord,
+    LogEntry,
+    QueueStats,
+    ReapReport,
+    ResultStatus,
+    handle_for,
+)
+from durabl.model.options import NewJob, clip_reason
+from durabl.model.payload import to_millis
+from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, StoreBase
+from durabl.stores.postgres import codec, reads, schema, writes
+from durabl.stores.postgres.connection import Database, parse_url, redact_url, store_options
+from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+R = TypeVar("R")
+Tx = Cursor[DictRow]
+
+
+class PostgresJobQueue(StoreBase):
+    """Jobs in PostgreSQL tables, safe across threads, processes and machines.
+
+    ``url`` (``postgresql://user[:password]@host[:port]/db[?table=...&...]``): the store
+    makes its own ``psycopg_pool.ConnectionPool`` at first use (``pool_min_size``,
+    ``pool_max_size``) and ``close()`` closes it. ``pool``: the caller's pool, which
+    ``close()`` leaves open (its connections should be in autocommit mode; others work, at
+    two more round trips per operation).
+
+    ``table`` names the jobs table; the logs, receipts and meta tables and every index are
+    named after it (``<table>_logs`` ...), so several queues can share a database.
+    ``prepare_threshold`` goes to psycopg (None: never prepare statements, for PgBouncer in
+    transaction mode before 1.21).
+
+    Time: without ``clock``, every lease, due time and ``now()`` is the *server's* clock
+    (one clock for every process, whatever their machines' clocks say); with one (tests),
+    every statement uses its time instead.
+    """
+
+    supports_journal = True
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        pool: ConnectionPool[Any] | None = None,
+        table: str = "durabl_jobs",
+        clock: Clock | None = None,
+        prepare_threshold: int | None = 5,
+        pool_min_size: int = 1,
+        pool_max_size: int = 10,
+    ) -> None:
+        conninfo = None
+        if url is not None:
+            conninfo, options = parse_url(url)
+            table = options.get("table", table)
+        self.url = url
+        self.tables = schema.Tables(table)
+        self.table = table
+        self.clock_skew_allowance = 0.0  # one clock: the server's (or the injected one)
+        self._clock = clock
+        if clock is not None:
+            self.clock = clock
+        self._db = Database(
+            conninfo,
+            pool,
+            url=url,
+            prepare_threshold=prepare_threshold,
+            min_size=pool_min_size,
+            max_size=pool_max_size,
+        )
+        self._q = Queries(self.tables.names())
+        self._channel = self.tables.channel
+        self._locks = self.tables.key_lock_class
+        self._started = False
+        self._startup_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        where = redact_url(self.url) if self.url else "pool"
+        return f"PostgresJobQueue({where!r}, table={self.table!r})"
+
+    URL_OPTIONS = frozenset(
+        {"clock", "table", "prepare_threshold", "pool_min_size", "pool_max_size"}
+    )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresJobQueue:
+        """``postgresql://`` or ``postgres://``; query options ``table``,
+        ``prepare_threshold`` (a number, or ``none``), ``pool_min_size`` and
+        ``pool_max_size`` are the store's, the others go to libpq (``sslmode``,
+        ``connect_timeout`` (default 5 s), ``application_name`` ...). Nothing connects."""
+        unknown = set(options) - cls.URL_OPTIONS
+        if unknown:
+            raise ValueError(f"postgresql:// URLs take no options {sorted(unknown)}")
+        _, query = parse_url(url)
+        merged = store_options(query)
+        return cls(url, **{**merged, **options})
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _now_param(self) -> datetime | None:
+        """The instant statements use: the injected clock's, or None (the server's)."""
+        return None if self._clock is None else to_millis(self._clock.now())
+
+    def now(self) -> datetime:
+        if self._clock is not None:
+            return to_millis(self._clock.now())
+        row = self._read("now", lambda cur: reads.one(cur, self._q.server_now, {"now": None}))
+        assert row is not None
+        return as_utc(row["now"])
+
+    def _run(
+        self,
+        operation: str,
+        fn: Callable[[Tx], R],
+        *,
+        repeatable: bool = True,
+        transaction: bool = True,
+        timeout: float | None = None,
+    ) -> R:
+        if not self._started:
+            self.startup()
+        return self._db.run(
+            operation, fn, repeatable=repeatable, transaction=transaction, timeout=timeout
+        )
+
+    def _read(self, operation: str, fn: Callable[[Tx], R]) -> R:
+        return self._run(operation, fn, transaction=False)
+
+    def startup(self) -> None:
+        """Create or upgrade the schema: each migration in a transaction of its own under a
+        transaction-level advisory lock, skipped by whoever finds it already applied.
+        Idempotent; safe with many processes starting at once. Raises
+        ``SchemaTooNewError`` for tables a newer durabl wrote. Every other operation calls
+        it first if nobody has."""
+        with self._startup_lock:
+            if self._started:
+                return
+            t = self.tables
+            version = self._db.run(
+                "startup", lambda cur: schema.read_version(cur, t), repeatable=True
+            )
+            schema.check_not_newer(version, t)
+            for migration in schema.pending_migrations(version):
+
+                def apply(cur: Tx, migration: schema.Migration = migration) -> bool:
+                    return schema.apply_migration(cur, migration, t)
+
+                self._db.run(f"schema migration {migration[0]}", apply, repeatable=True)
+            self._started = True
+
+    def close(self) -> None:
+        """Close the pool if this store made it (a caller's pool stays open)."""
+        self._db.close()
+
+    def push_unavailable(self) -> str | None:
+        return "PostgresJobQueue sends NOTIFY on enqueue, but its listener is not built yet"
+
+    # -- enqueue --------------------------------------------------------------------------
+    def enqueue(self, job: NewJob) -> EnqueueResult:
+        row = writes.new_row(job, self._channel, self._now_param())
+        q, locks = self._q, self._locks
+        keyed = job.dedupe_key is not None
+        return self._run(
+            "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), transaction=keyed
+        )
+
+    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        now = self._now_param()
+        row = writes.new_row(job, self._channel, now)
+        q, locks = self._q, self._locks
+        if job.dedupe_key is not None and job.dedupe_scope == "pending":
+
+            def follow(cur: Tx) -> InlineClaimResult:
+                # The pending slot decides: a pending follower already covers the work.
+                enq = writes.enqueue(cur, q, job, row, locks)
+                if enq.job_id is None:
+                    return InlineClaimResult(None, None, enq.coalesced)
+                params = {"job_id": enq.job_id, "now": now}
+                handles = self._claim_in(cur, q.claim_by_id, params, 1, lease_owner)
+                if not handles:  # the key has an active run: the new job is its follower
+                    return InlineClaimResult(None, enq.job_id)
+                return InlineClaimResult(handles[0])
+
+            return self._run("claim_or_enqueue", follow, repeatable=False)
+        values = {**row, "token": uuid.uuid4().hex, "owner": lease_owner}
+
+        def create(cur: Tx) -> InlineClaimResult:
+            if job.dedupe_key is not None:
+                writes.lock_key(cur, q, locks, job.dedupe_key)
+                writes.check_scope(cur, q, job)
+            made = reads.one(cur, q.insert_active, values)
+            if made is None:
+                return InlineClaimResult(None, None, writes.slot_taken(cur, q, job, row).coalesced)
+            return InlineClaimResult(handle_for(codec.to_job(made), values["token"], self))
+
+        return self._run("claim_or_enqueue", create, repeatable=False)
+
+    # -- claiming -------------------------------------------------------------------------
+    def _claim_in(
+        self,
+        cur: Tx,
+        statement: str,
+        params: dict[str, Any],
+        limit: int,
+        owner: str,
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        first = limit if starting is None else min(max(starting, 0), limit)
+        cur.execute(statement, {**params, "limit": limit, "owner": owner, "starting": first})
+        rows = sorted(cur.fetchall(), key=lambda r: (r["priority"], r["run_at"], r["seq"]))
+        return [handle_for(codec.to_job(r), r["claim_token"], self) for r in rows]
+
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` due jobs of ``type`` in one statement (``UPDATE ... WHERE
+        seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING ...``), those past the
+        first ``starting`` reserved. Not repeated after a dropped connection: the claim
+        may have committed, and the reaper gives such jobs back."""
+        if limit <= 0:
+            return []
+        params = {"type": type, "now": self._now_param()}
+        statement = self._q.claim_due
+        return self._run(
+            "claim",
+            lambda cur: self._claim_in(cur, statement, params, limit, lease_owner, starting),
+            repeatable=False,
+            transaction=False,
+        )
+
+    def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
+        """One statement for every claim in ``claims``."""
+        if not claims:
+            return
+        params = {"ids": [i for i, _ in claims], "tokens": [t for _, t in claims]}
+        statement = self._q.mark_started
+        self._run("mark_started", lambda cur: cur.execute(statement, params), transaction=False)
+
+    def claim_next_by_key(
+        self, type: str, dedupe_key: str, *, lease_owner: str = ""
+    ) -> JobHandle[Any] | None:
+        params = {"type": type, "key": dedupe_key, "now": self._now_param()}
+        statement = self._q.claim_by_key
+        handles = self._run(
+            "claim_next_by_key",
+            lambda cur: self._claim_in(cur, statement, params, 1, lease_owner),
+            repeatable=False,
+            transaction=False,
+        )
+        return handles[0] if handles else None
+
+    # -- fenced writes --------------------------------------------------------------------
+    def _fenced(
+        self,
+        op: str,
+        job_id: str,
+        token: str,
+        logs: Sequence[LogEntry],
+        apply: Callable[[Tx, dict[str, Any]], ResultStatus | None],
+        *,
+        timeout: float | None = None,
+    ) -> JobResult:
+        """Run ``apply`` (None: the fence matched nothing) and, when it applied, store the
+        logs and the receipt in the same transaction. Repeatable: a repeat after a lost
+        connection misses the fence and is answered from the receipt."""
+        params = {**writes.fence(job_id, token), "now": self._now_param()}
+        q = self._q
+
+        def write(cur: Tx) -> JobResult:
+            result = apply(cur, params)
+            if result is None:
+                return writes.resolve_miss(cur, q, job_id, token, op)
+            writes.add_logs(cur, q, [(job_id, entry) for entry in logs])
+            writes.add_receipt(cur, q, job_id, token, op, result)
+            return JobResult(result)
+
+        return self._run(op, write, timeout=timeout)
+
+    def heartbeat(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
+    ) -> HeartbeatResult:
+        """Renew the lease (one statement without logs). A beat that carries logs is not
+        repeated after a dropped connection (its logs could be stored twice)."""
+        params = {**writes.fence(job_id, token), "now": self._now_param()}
+        q = self._q
+
+        def beat(cur: Tx) -> HeartbeatResult:
+            if reads.one(cur, q.heartbeat, params) is None:
+                return "lease-lost"
+            writes.add_logs(cur, q, [(job_id, entry) for entry in logs])
+            return "applied"
+
+        return self._run("heartbeat", beat, repeatable=not logs, transaction=bool(logs))
+
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        return self._complete("complete", [Completion(job_id, token, logs)])[0]
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """One UPDATE for every completion, each fenced on its own token."""
+        return self._complete("complete_many", completions) if completions else []
+
+    def _complete(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        now, q = self._now_param(), self._q
+        with_logs = any(c.logs for c in completions)
+        return self._run(
+            op,
+            lambda cur: writes.complete_many(cur, q, completions, now),
+            # One statement, unless logs follow it or a miss needs explaining.
+            transaction=with_logs or len(completions) > 1,
+        )
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        clipped, q = clip_reason(reason), self._q
+
+        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+            done = writes.terminal(cur, q, params, "failed", reason=clipped, kind="fatal")
+            return "failed-terminal" if done else None
+
+        return self._fenced("fail-fatal", job_id, token, logs, apply)
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        clipped, q = clip_reason(reason), self._q
+
+        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+            return writes.fail(cur, q, params, clipped, retry_at, exhausted)
+
+        return self._fenced("fail", job_id, token, logs, apply)
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
+        ``timeout`` bounds the pool wait, each statement and the retries."""
+        q = self._q
+
+        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+            row = writes.locked_claim(cur, q, params)
+            if row is None:
+                return None
+            return writes.to_pending_or_supersede(
+                cur, q, params, row["followed"], "released", refund=True, run_at=run_at
+            )
+
+        return self._fenced("release", job_id, token, logs, apply, timeout=timeout)
+
+    def append_journal(
+        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
+    ) -> JournalAppendResult:
+        """One statement appends to the stored array when it holds ``position`` entries."""
+        params, q = writes.fence(job_id, token), self._q
+        entries = [dict(r) for r in records]
+
+        def write(cur: Tx) -> JournalAppendResult:
+            applied = writes.append_journal(cur, q, params, entries, position)
+            return "applied" if applied else "lease-lost"
+
+        return self._run("append_journal", write)
+
+    # -- recovery -------------------------------------------------------------------------
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+        """Recover up to ``limit`` expired leases, oldest first, in one transaction; leases
+        another reaper holds are skipped (SKIP LOCKED)."""
+        now, q = self._now_param(), self._q
+        params = {
+            "now": now,
+            "timeout": float(visibility_timeout + self.clock_skew_allowance),
+            "limit": max(limit, 0),
+        }
+
+        return self._run("reap", lambda cur: writes.reap(cur, q, params, limit))
+
+    # -- queries and operations -----------------------------------------------------------
+    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
+        params = {"type": type, "key": dedupe_key}
+        return self._read(
+            "has_outstanding",
+            lambda cur: reads.one(cur, self._q.has_outstanding, params) is not None,
+        )
+
+    def get_job(self, job_id: str) -> Job[Any] | None:
+        row = self._read("get_job", lambda cur: reads.one(cur, self._q.get_job, {"id": job_id}))
+        return None if row is None else codec.to_job(row)
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Job[Any]]:
+        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
+        cursor, ``limit=0`` means no limit."""
+        where, params = reads.filters(status, type, failure_kind, search)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset!r}")
+        order = ORDER_FAILED if status == "failed" else ORDER_NEWEST
+        statement = self._q.listing(self._q.list_jobs, where, order)
+        values = {**params, "limit": abs(limit) or None, "offset": offset}
+
+        def read(cur: Tx) -> list[DictRow]:
+            cur.execute(statement, values)
+            return cur.fetchall()
+
+        return [codec.to_job(row) for row in self._read("list_jobs", read)]
+
+    def count_jobs(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        failure_kind: FailureKind | None = None,
+        search: str | None = None,
+    ) -> int:
+        where, params = reads.filters(status, type, failure_kind, search)
+        statement = self._q.listing(self._q.count_jobs, where)
+        row = self._read("count_jobs", lambda cur: reads.one(cur, statement, params))
+        return 0 if row is None else int(row["n"])
+
+    def retry(self, job_id: str) -> bool:
+        """failed -> pending, due now, attempts 0. False when the job is not failed or its
+        key is live (under either scope)."""
+        now, q, locks = self._now_param(), self._q, self._locks
+        return self._run(
+            "retry", lambda cur: writes.retry(cur, q, job_id, now, locks), repeatable=False
+        )
+
+    def delete(self, job_id: str) -> bool:
+        statement = self._q.delete
+        row = self._run(
+            "delete",
+            lambda cur: reads.one(cur, statement, {"id": job_id}),
+            repeatable=False,
+            transaction=False,
+        )
+        return row is not None
+
+    def get_stats(self, type: str | None = None) -> QueueStats:
+        params = {"type": type, "now": self._now_param()}
+        q = self._q
+        return self._run("get_stats", lambda cur: reads.stats(cur, q, params))
+
+    def job_types(self) -> list[str]:
+        def read(cur: Tx) -> list[str]:
+            cur.execute(self._q.job_types)
+            return [row["type"] for row in cur.fetchall()]
+
+        return self._read("job_types", read)

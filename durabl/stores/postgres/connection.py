@@ -1,0 +1,268 @@
+"""Connections to PostgreSQL: the pool, one transaction per operation, bounded retries,
+error translation, and URL parsing.
+
+Each operation borrows a connection from a ``psycopg_pool.ConnectionPool`` for exactly one
+transaction and sets nothing outside it, so the store works behind PgBouncer in
+transaction mode. Errors are sorted by what they leave behind:
+
+- *rolled back* (a serialization failure, a deadlock, a unique violation that a concurrent
+  write provoked): nothing was applied, so every operation may run again;
+- *ambiguous* (the connection dropped, the server shut down): the transaction may or may
+  not have committed, so only operations that are safe to repeat run again (reads,
+  enqueues by client-made id, fenced writes answered from receipts);
+- anything else is not retried.
+
+Retries are bounded (:data:`RETRY_ATTEMPTS`, :data:`RETRY_MAX_SECONDS`) and jittered; what
+is left is a :class:`~durabl.model.exceptions.BackendUnavailableError` (connection trouble,
+missing permissions) or a :class:`~durabl.model.exceptions.DurablError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import Cursor
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from durabl.model.exceptions import BackendUnavailableError, DurablError
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+RETRY_ATTEMPTS = 4
+RETRY_MAX_SECONDS = 10.0
+CONNECT_TIMEOUT = 5
+"""Seconds libpq waits for a connection unless the URL sets ``connect_timeout``."""
+POOL_TIMEOUT = 10.0
+"""Seconds an operation waits for a free pooled connection."""
+SCHEMES = ("postgresql", "postgres")
+#: Query options the store reads itself; every other one goes to libpq.
+STORE_OPTIONS = ("table", "prepare_threshold", "pool_min_size", "pool_max_size")
+_ROLLED_BACK = ("40001", "40P01", "23505")
+_DISCONNECTED = ("57P01", "57P02", "57P03")
+_DENIED = ("42501", "28000", "28P01", "3D000")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def parse_url(url: str) -> tuple[str, dict[str, str]]:
+    """Split a ``postgresql://`` URL into the conninfo for libpq and the store's own query
+    options (:data:`STORE_OPTIONS`). ``ValueError`` when it is not such a URL."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ValueError(f"expected a postgresql:// URL, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        parts.port  # noqa: B018 - parses the port: a bad one is a ValueError here
+    except ValueError as exc:
+        raise ValueError(f"malformed PostgreSQL URL {redact_url(url)}: {exc}") from None
+    if parts.scheme.lower() not in SCHEMES:
+        raise ValueError(f"expected a postgresql:// or postgres:// URL, got {redact_url(url)}")
+    if parts.fragment:
+        raise ValueError(f"a PostgreSQL URL takes no #fragment: {redact_url(url)}")
+    options = {k: v for k, v in query if k in STORE_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in STORE_OPTIONS]
+    if not any(k == "connect_timeout" for k, _ in rest):
+        rest.append(("connect_timeout", str(CONNECT_TIMEOUT)))
+    conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest)))
+    try:
+        psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"malformed PostgreSQL URL {redact_url(url)}: {one_line(exc)}") from None
+    return conninfo, options
+
+
+def store_options(query: dict[str, str]) -> dict[str, Any]:
+    """The constructor arguments a URL's query gives (``prepare_threshold``: a number or
+    ``none``; ``pool_min_size``, ``pool_max_size``: numbers); ``table`` is read by the
+    constructor itself."""
+    options: dict[str, Any] = {}
+    for name in ("prepare_threshold", "pool_min_size", "pool_max_size"):
+        if name in query:
+            raw = query[name].strip().lower()
+            if name == "prepare_threshold" and raw in ("none", "null", ""):
+                options[name] = None
+            elif raw.isdigit():
+                options[name] = int(raw)
+            else:
+                raise ValueError(f"{name} must be a whole number in the URL, got {raw!r}")
+    return options
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (libpq's run over several)."""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text or type(exc).__name__
+
+
+def is_rolled_back(exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """The connection was lost mid-operation (not a pool wait: that already waited)."""
+    if isinstance(exc, PoolTimeout) or not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _DISCONNECTED
+
+
+def translate(operation: str, exc: BaseException, where: str = "") -> DurablError:
+    """A durabl error for a psycopg one: callers handle ours, not the driver's."""
+    at = f" at {where}" if where else ""
+    if isinstance(exc, PoolTimeout):
+        return BackendUnavailableError(
+            f"PostgreSQL unavailable{at} during {operation}: no connection within "
+            f"{POOL_TIMEOUT:g} s ({one_line(exc)})"
+        )
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or (
+        isinstance(exc, psycopg.Error) and exc.sqlstate in _DENIED
+    ):
+        return BackendUnavailableError(
+            f"PostgreSQL unavailable{at} during {operation}: {one_line(exc)}"
+        )
+    return DurablError(f"PostgreSQL error{at} during {operation}: {one_line(exc)}")
+
+
+class Database:
+    """The pool one store uses: its own (made from ``conninfo``, opened at first use and
+    closed by :meth:`close`) or the caller's (never closed here)."""
+
+    def __init__(
+        self,
+        conninfo: str | None,
+        pool: ConnectionPool[Any] | None,
+        *,
+        url: str | None = None,
+        prepare_threshold: int | None = 5,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        if (conninfo is None) == (pool is None):
+            raise ValueError("PostgresJobQueue needs exactly one of url= and pool=")
+        self.conninfo = conninfo
+        self.where = redact_url(url) if url else ""
+        self.owns_pool = pool is None
+        self._pool = pool
+        self._prepare_threshold = prepare_threshold
+        self._sizes = (min_size, max_size)
+        self._lock = threading.Lock()
+
+    def pool(self) -> ConnectionPool[Any]:
+        """The pool, opened now if it is ours and not open yet. A server that cannot be
+        reached fails here, at once, with the reason libpq gave."""
+        pool = self._pool
+        if pool is not None:
+            return pool
+        with self._lock:
+            if self._pool is None:
+                assert self.conninfo is not None
+                kwargs: dict[str, Any] = {
+                    "autocommit": True,
+                    "prepare_threshold": self._prepare_threshold,
+                }
+                try:  # one direct try first: the pool would only report a timeout
+                    psycopg.connect(self.conninfo, autocommit=True).close()
+                except psycopg.Error as exc:
+                    raise translate("connect", exc, self.where) from None
+                min_size, max_size = self._sizes
+                self._pool = ConnectionPool(
+                    self.conninfo,
+                    kwargs=kwargs,
+                    min_size=min_size,
+                    max_size=max_size,
+                    timeout=POOL_TIMEOUT,
+                    open=False,
+                    name="durabl",
+                )
+                self._pool.open()
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, (None if self.owns_pool else self._pool)
+        if self.owns_pool and pool is not None:
+            pool.close()
+
+    def attempt(
+        self, fn: Callable[[Cursor[DictRow]], R], *, transaction: bool, timeout: float | None
+    ) -> R:
+        """Run ``fn`` once, in one transaction (or, for a single statement on an
+        autocommit connection, as that statement alone)."""
+        with (
+            self.pool().connection(timeout=timeout) as conn,
+            conn.cursor(row_factory=dict_row) as cur,
+        ):
+            if not transaction and conn.autocommit:
+                return fn(cur)
+            with conn.transaction():
+                if timeout is not None:
+                    ms = max(int(timeout * 1000), 1)
+                    cur.execute(f"SET LOCAL statement_timeout = {ms}")
+                return fn(cur)
+
+    def run(
+        self,
+        operation: str,
+        fn: Callable[[Cursor[DictRow]], R],
+        *,
+        repeatable: bool,
+        transaction: bool = True,
+        timeout: float | None = None,
+    ) -> R:
+        """Run ``fn`` (see :meth:`attempt`), again after an error that rolled it back, and
+        after a dropped connection only when ``repeatable`` (see the module docstring)."""
+
+        def should_retry(exc: BaseException) -> bool:
+            return is_rolled_back(exc) or (repeatable and is_disconnect(exc))
+
+        def once() -> R:
+            return self.attempt(fn, transaction=transaction, timeout=timeout)
+
+        try:
+            return once()  # the common case pays nothing for the retry machinery
+        except psycopg.Error as exc:
+            if not should_retry(exc):
+                raise translate(operation, exc, self.where) from exc
+            logger.warning("PostgreSQL error during %s, retrying: %s", operation, one_line(exc))
+        budget = RETRY_MAX_SECONDS if timeout is None else timeout
+        retrying = Retrying(
+            retry=retry_if_exception(should_retry),
+            stop=stop_after_attempt(RETRY_ATTEMPTS - 1) | stop_after_delay(budget),
+            wait=wait_random_exponential(multiplier=0.05, max=1.0),
+            reraise=False,
+        )
+        try:
+            return retrying(once)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            assert cause is not None
+            raise translate(operation, cause, self.where) from cause
+        except psycopg.Error as exc:
+            raise translate(operation, exc, self.where) from exc

@@ -1,0 +1,61 @@
+"""Read-only queries of the PostgreSQL store that take more than a line: listing filters
+and stats. Each runs on the cursor of the operation the caller opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from durabl.model.clock import as_utc
+from durabl.model.job import QueueStats
+from durabl.model.rules import check_filters, stats_from_counts
+from durabl.stores.postgres.sql import FILTERS, Queries
+
+
+def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow | None:
+    """The first row ``statement`` returns (None: no row)."""
+    cur.execute(statement, params)
+    return cur.fetchone()
+
+
+def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStats:
+    """Counts per status and failure kind, and the oldest due pending job, at the store's
+    ``now`` (the server's, unless a clock was injected)."""
+    cur.execute(q.stats_counts, params)
+    counts: dict[str, int] = {}
+    by_kind: dict[str, int] = {}
+    for row in cur.fetchall():
+        counts[row["status"]] = counts.get(row["status"], 0) + int(row["n"])
+        if row["status"] == "failed" and row["failure_kind"] is not None:
+            by_kind[row["failure_kind"]] = int(row["n"])
+    found = one(cur, q.stats_oldest, params)
+    assert found is not None
+    oldest = found["oldest"]
+    return stats_from_counts(
+        counts, by_kind, None if oldest is None else as_utc(oldest), as_utc(found["now"])
+    )
+
+
+def filters(
+    status: str | None,
+    type: str | None,
+    failure_kind: str | None,
+    search: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is an exact
+    job id or a prefix of the dedupe key, compared byte for byte."""
+    check_filters(status, failure_kind)
+    params: dict[str, Any] = {"status": status, "type": type, "failure_kind": failure_kind}
+    clauses = [FILTERS[name] for name, value in params.items() if value is not None]
+    if search:
+        try:
+            prefix = search.encode("utf-8")
+        except UnicodeEncodeError:  # no stored id or key is anything but valid UTF-8
+            return "false", {}
+        if b"\x00" in prefix:  # nor holds a NUL
+            return "false", {}
+        clauses.append(FILTERS["search"])
+        params.update(search=search, search_len=len(prefix), search_bytes=prefix)
+    return (" AND ".join(clauses) or "true"), params

@@ -1,0 +1,239 @@
+"""The PostgreSQL schema, versioned: numbered migrations applied in order, one transaction
+each, under a transaction-level advisory lock.
+
+``<table>_meta`` holds ``schema_version``, the number of the last migration applied. A
+release that needs a schema change appends a migration to :data:`MIGRATIONS`; tables
+written by an older release are upgraded in place by the next ``startup()`` (or ``durabl
+migrate``). Tables whose version is newer than this code knows are refused, not guessed at.
+
+Every table and index name derives from the jobs table's name (``table=``), so several
+queues (or tests) can share a database. The lock is ``pg_advisory_xact_lock``: it is
+released with the transaction, so it is safe behind PgBouncer in transaction mode, and many
+processes starting at once simply take turns; whoever comes second finds the migration
+applied and skips it.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from durabl.model.exceptions import SchemaError, SchemaTooNewError
+from durabl.stores.postgres.sql import ident
+
+VERSION_KEY = "schema_version"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+
+
+def _lock_class(text: str) -> int:
+    """A stable signed 32-bit number for ``text`` (the first key of a two-key lock)."""
+    value = zlib.crc32(text.encode("utf-8"))
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The names of one queue's tables and indexes, from ``table`` (``name`` or
+    ``schema.name``; letters, digits and underscores, at most 40 characters each)."""
+
+    table: str
+
+    def __post_init__(self) -> None:
+        parts = self.table.split(".") if isinstance(self.table, str) else []
+        if not 1 <= len(parts) <= 2 or not all(_NAME.match(p) for p in parts):
+            raise ValueError(
+                f"table must be a name such as 'durabl_jobs' or 'myschema.durabl_jobs' "
+                f"(letters, digits, underscores; at most 40 characters each), got {self.table!r}"
+            )
+
+    @property
+    def schema(self) -> str | None:
+        return self.table.split(".")[0] if "." in self.table else None
+
+    @property
+    def base(self) -> str:
+        return self.table.split(".")[-1]
+
+    def qualified(self, suffix: str = "") -> str:
+        """A table's quoted name: the jobs table's name plus ``suffix``."""
+        name = self.base + suffix
+        return ident(self.schema, name) if self.schema else ident(name)
+
+    def index(self, suffix: str) -> str:
+        """An index's quoted name (it lives in its table's schema)."""
+        return ident(f"{self.base}_{suffix}")
+
+    def names(self) -> dict[str, str]:
+        return {
+            "jobs": self.qualified(),
+            "logs": self.qualified("_logs"),
+            "receipts": self.qualified("_receipts"),
+            "meta": self.qualified("_meta"),
+        }
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel enqueues announce new jobs on."""
+        return self.table
+
+    @property
+    def key_lock_class(self) -> int:
+        """The first key of the per-dedupe-key transaction locks."""
+        return _lock_class(self.table)
+
+    @property
+    def schema_lock_class(self) -> int:
+        return _lock_class(self.table + ":schema")
+
+
+def _create_v1(t: Tables) -> list[str]:
+    """Jobs, their logs and their write receipts, and every index the queries need."""
+    jobs, logs, receipts = t.qualified(), t.qualified("_logs"), t.qualified("_receipts")
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {jobs} (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            type text NOT NULL,
+            data text NOT NULL,
+            status text NOT NULL CHECK (
+                status IN ('pending', 'active', 'completed', 'failed', 'superseded')),
+            priority integer NOT NULL,
+            run_at timestamptz NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            max_attempts integer NOT NULL,
+            dedupe_key text,
+            dedupe_scope text,
+            live_slot text,
+            pending_slot text,
+            active_slot text,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            finished_at timestamptz,
+            fail_reason text,
+            failure_kind text,
+            backoff text NOT NULL,
+            backoff_delay double precision NOT NULL,
+            backoff_max_delay double precision NOT NULL,
+            claim_token text,
+            heartbeat_at timestamptz,
+            claimed_at timestamptz,
+            lease_owner text,
+            reserved boolean NOT NULL DEFAULT false,
+            unstarted_reaps integer NOT NULL DEFAULT 0,
+            done_token text,
+            journal text,
+            journal_len integer NOT NULL DEFAULT 0
+        )
+        """,
+        f"""
+        CREATE TABLE IF NOT EXISTS {logs} (
+            job_id text NOT NULL REFERENCES {jobs}(id) ON DELETE CASCADE,
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            at timestamptz NOT NULL,
+            message text NOT NULL,
+            PRIMARY KEY (job_id, seq)
+        )
+        """,
+        f"""
+        CREATE TABLE IF NOT EXISTS {receipts} (
+            job_id text NOT NULL REFERENCES {jobs}(id) ON DELETE CASCADE,
+            token text NOT NULL,
+            op text NOT NULL,
+            result text NOT NULL,
+            n integer NOT NULL,
+            PRIMARY KEY (job_id, token, op)
+        )
+        """,
+        # Dedupe: one slot column per kind of exclusion, set only while the job holds it.
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {t.index('dedupe_live')} ON {jobs}(live_slot) "
+        "WHERE live_slot IS NOT NULL",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {t.index('dedupe_pending')} ON {jobs}(pending_slot) "
+        "WHERE pending_slot IS NOT NULL",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {t.index('dedupe_active')} ON {jobs}(active_slot) "
+        "WHERE active_slot IS NOT NULL",
+        # The claim: equality on type, then claim order, over pending jobs only.
+        f"CREATE INDEX IF NOT EXISTS {t.index('claim')} ON {jobs}(type, priority, run_at, seq) "
+        "WHERE status = 'pending'",
+        # The reaper: active jobs by last renewal.
+        f"CREATE INDEX IF NOT EXISTS {t.index('lease')} ON {jobs}(heartbeat_at, seq) "
+        "WHERE status = 'active'",
+        f"CREATE INDEX IF NOT EXISTS {t.index('type_status')} ON {jobs}(type, status, run_at)",
+        f"CREATE INDEX IF NOT EXISTS {t.index('status_finished')} "
+        f"ON {jobs}(status, finished_at, seq)",
+        f"CREATE INDEX IF NOT EXISTS {t.index('dedupe_key')} "
+        f"ON {jobs}(dedupe_key text_pattern_ops)",
+    ]
+
+
+Migration = tuple[int, Callable[[Tables], Sequence[str]]]
+
+MIGRATIONS: list[Migration] = [(1, _create_v1)]
+"""Every schema change, in order. Append; never edit or reorder a released migration."""
+
+
+def latest_version() -> int:
+    return max((number for number, _ in MIGRATIONS), default=0)
+
+
+def read_version(cur: Cursor[DictRow], t: Tables) -> int:
+    """The tables' schema version; 0 where durabl has never set up."""
+    cur.execute("SELECT to_regclass(%(meta)s) IS NOT NULL AS present", {"meta": t.names()["meta"]})
+    row = cur.fetchone()
+    if row is None or not row["present"]:
+        return 0
+    cur.execute(
+        f"SELECT value FROM {t.qualified('_meta')} WHERE key = %(key)s", {"key": VERSION_KEY}
+    )
+    found = cur.fetchone()
+    if found is None:
+        return 0
+    text = str(found["value"]).strip()
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise SchemaError(
+        f"PostgreSQL table {t.qualified('_meta')} holds a corrupt durabl {VERSION_KEY}: "
+        f"{found['value']!r} is not a version number. durabl will not guess which migrations "
+        "the tables need: restore them, or point this process at another table= name."
+    )
+
+
+def check_not_newer(version: int, t: Tables) -> None:
+    latest = latest_version()
+    if version > latest:
+        raise SchemaTooNewError(
+            f"PostgreSQL tables {t.table!r} have durabl schema version {version}, but this "
+            f"release knows versions up to {latest}: they were written by a newer durabl. "
+            "Upgrade durabl (or point this process at another table= name)."
+        )
+
+
+def pending_migrations(version: int) -> list[Migration]:
+    """The migrations tables at ``version`` still need, in order."""
+    return sorted((m for m in MIGRATIONS if m[0] > version), key=lambda m: m[0])
+
+
+def apply_migration(cur: Cursor[DictRow], migration: Migration, t: Tables) -> bool:
+    """Apply one migration inside the caller's transaction, under the schema lock, unless
+    another process got there first. Returns whether it ran."""
+    number, migrate = migration
+    cur.execute("SELECT pg_advisory_xact_lock(%(k)s, 0)", {"k": t.schema_lock_class})
+    meta = t.qualified("_meta")
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)")
+    version = read_version(cur, t)
+    check_not_newer(version, t)
+    if version >= number:
+        return False
+    for statement in migrate(t):
+        cur.execute(statement)
+    cur.execute(
+        f"INSERT INTO {meta} (key, value) VALUES (%(key)s, %(value)s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        {"key": VERSION_KEY, "value": str(number)},
+    )
+    return True

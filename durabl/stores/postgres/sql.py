@@ -1,0 +1,325 @@
+"""Every statement of the PostgreSQL store, named in one place (as procrastinate keeps its
+``queries.sql``): the store calls each by name through :class:`Queries`.
+
+Templates name the tables as ``{jobs}``, ``{logs}``, ``{receipts}``, and the current
+instant as ``{now}``: the injected clock's time when a clock was given (``%(now)s``), else
+the server's (``now()``, the start of the transaction, cut to the millisecond), so every
+lease is on one clock. A few templates keep a second placeholder (``{where}``,
+``{order}``, ``{fence}``) filled per call from the fragments below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+NOW = "coalesce(%(now)s::timestamptz, date_trunc('milliseconds', now()))"
+
+# -- fragments ----------------------------------------------------------------------------
+JOB_COLUMNS = (
+    "j.seq, j.id, j.type, j.data, j.status, j.priority, j.run_at, j.attempts, "
+    "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, "
+    "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
+    "j.journal, (SELECT coalesce(json_agg(json_build_array("
+    "(extract(epoch FROM l.at) * 1000)::bigint, l.message) ORDER BY l.seq), '[]'::json) "
+    "FROM {logs} AS l WHERE l.job_id = j.id) AS logs"
+)
+"""What a :class:`~durabl.model.job.Job` is built from, its logs included (no lease)."""
+
+FENCE = (
+    "(j.id, j.claim_token) IN (SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::text[])) "
+    "AND j.status = 'active'"
+)
+"""The claim fence every write after a claim carries: each (id, token) pair of a batch."""
+CLEAR_LEASE = (
+    "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, "
+    "reserved = false"
+)
+TERMINAL = (
+    "status = %(status)s, updated_at = {now}, finished_at = {now}, live_slot = NULL, "
+    f"pending_slot = NULL, active_slot = NULL, {CLEAR_LEASE}"
+)
+FOLLOWED = (
+    "(j.active_slot IS NOT NULL AND EXISTS "
+    "(SELECT 1 FROM {jobs} AS f WHERE f.pending_slot = j.active_slot)) AS followed"
+)
+"""Whether a pending follower holds the key of the active job ``j`` (it is then superseded
+rather than moved back to pending)."""
+
+DUE = "c.type = %(type)s AND c.run_at <= {now}"
+DUE_BY_KEY = f"{DUE} AND (c.pending_slot = %(key)s OR c.live_slot = %(key)s)"
+BY_ID = "c.id = %(job_id)s"
+
+ORDER_NEWEST = "j.seq DESC"
+ORDER_FAILED = "j.finished_at DESC, j.seq DESC"
+FILTERS = {
+    "status": "j.status = %(status)s",
+    "type": "j.type = %(type)s",
+    "failure_kind": "j.failure_kind = %(failure_kind)s",
+    # An exact id, or a dedupe key whose UTF-8 bytes start with the search's: no LIKE
+    # wildcards, no case folding, whatever the collation.
+    "search": "(j.id = %(search)s OR substring(convert_to(j.dedupe_key, 'UTF8') "
+    "FROM 1 FOR %(search_len)s) = %(search_bytes)s)",
+}
+
+# -- claims: one statement per batch ------------------------------------------------------
+# Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
+# key already has an active run; SKIP LOCKED lets concurrent claimers take different rows.
+# Rows past the first %(starting)s are claimed reserved (read ahead of a free worker).
+_CLAIM = """
+WITH picked AS (
+    SELECT c.seq, c.priority, c.run_at FROM {jobs} AS c
+    WHERE c.status = 'pending' AND {candidates}
+      AND (c.pending_slot IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {jobs} AS a WHERE a.active_slot = c.pending_slot))
+    ORDER BY c.priority, c.run_at, c.seq
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED
+), ranked AS (
+    SELECT seq, row_number() OVER (ORDER BY priority, run_at, seq) AS n FROM picked
+)
+UPDATE {jobs} AS j
+SET status = 'active', claim_token = replace(gen_random_uuid()::text, '-', ''),
+    attempts = j.attempts + 1, active_slot = j.pending_slot, pending_slot = NULL,
+    claimed_at = {now}, heartbeat_at = {now}, updated_at = {now}, lease_owner = %(owner)s,
+    reserved = ranked.n > %(starting)s
+FROM ranked WHERE j.seq = ranked.seq
+RETURNING {job_columns}, j.claim_token
+"""
+STATEMENTS: dict[str, str] = {
+    "claim_due": _CLAIM.replace("{candidates}", DUE),
+    "claim_by_key": _CLAIM.replace("{candidates}", DUE_BY_KEY),
+    "claim_by_id": _CLAIM.replace("{candidates}", BY_ID),
+    "mark_started": ("UPDATE {jobs} AS j SET reserved = false WHERE " + FENCE + " AND j.reserved"),
+    # -- enqueue ------------------------------------------------------------------------
+    # Keyed enqueues, inline creations and retries serialise on their key (a transaction
+    # lock: nothing outlives the transaction), so the other-scope check cannot race.
+    "lock_key": "SELECT pg_advisory_xact_lock(%(lock_class)s, hashtext(%(key)s))",
+    "scope_of_live": "SELECT dedupe_scope FROM {jobs} WHERE live_slot = %(key)s LIMIT 1",
+    "scope_of_pending_or_active": (
+        "SELECT dedupe_scope FROM {jobs} "
+        "WHERE pending_slot = %(key)s OR active_slot = %(key)s LIMIT 1"
+    ),
+    # Any conflict is a dedupe slot (ids are random), and the insert then does nothing.
+    # The NOTIFY is sent inside the enqueue's own transaction: it fires at commit.
+    "insert_pending": """
+        WITH ins AS (
+            INSERT INTO {jobs} (id, type, data, status, priority, run_at, max_attempts,
+                dedupe_key, dedupe_scope, live_slot, pending_slot, created_at, updated_at,
+                backoff, backoff_delay, backoff_max_delay)
+            VALUES (%(id)s, %(type)s, %(data)s, 'pending', %(priority)s,
+                coalesce(%(run_at)s::timestamptz, {now}), %(max_attempts)s, %(dedupe_key)s,
+                %(dedupe_scope)s, %(live_slot)s, %(pending_slot)s, {now}, {now},
+                %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s)
+            ON CONFLICT DO NOTHING
+            RETURNING id, type)
+        SELECT ins.id, pg_notify(%(channel)s, ins.type) FROM ins
+    """,
+    "insert_active": """
+        INSERT INTO {jobs} AS j (id, type, data, status, priority, run_at, attempts,
+            max_attempts, dedupe_key, dedupe_scope, live_slot, created_at, updated_at,
+            backoff, backoff_delay, backoff_max_delay, claim_token, heartbeat_at,
+            claimed_at, lease_owner)
+        VALUES (%(id)s, %(type)s, %(data)s, 'active', %(priority)s,
+            coalesce(%(run_at)s::timestamptz, {now}), 1, %(max_attempts)s, %(dedupe_key)s,
+            %(dedupe_scope)s, %(live_slot)s, {now}, {now}, %(backoff)s, %(backoff_delay)s,
+            %(backoff_max_delay)s, %(token)s, {now}, {now}, %(owner)s)
+        ON CONFLICT DO NOTHING
+        RETURNING {job_columns}
+    """,
+    "job_exists": "SELECT 1 FROM {jobs} WHERE id = %(id)s",
+    "coalesce_live": (
+        "UPDATE {jobs} SET data = %(data)s, updated_at = {now} "
+        "WHERE live_slot = %(key)s AND status = 'pending' AND type = %(type)s RETURNING id"
+    ),
+    "coalesce_pending": (
+        "UPDATE {jobs} SET data = %(data)s, updated_at = {now} "
+        "WHERE pending_slot = %(key)s AND status = 'pending' AND type = %(type)s RETURNING id"
+    ),
+    # -- fenced writes ------------------------------------------------------------------
+    "heartbeat": "UPDATE {jobs} AS j SET heartbeat_at = {now} WHERE " + FENCE + " RETURNING j.id",
+    "complete": (
+        "UPDATE {jobs} AS j SET "
+        + TERMINAL
+        + ", done_token = j.claim_token WHERE "
+        + FENCE
+        + " RETURNING j.id, j.done_token"
+    ),
+    "terminal": (
+        "UPDATE {jobs} AS j SET " + TERMINAL + ", "
+        "fail_reason = coalesce(%(reason)s, j.fail_reason), "
+        "failure_kind = %(kind)s WHERE " + FENCE + " RETURNING j.id"
+    ),
+    "lock_claim": (
+        "SELECT j.id, j.claim_token, j.attempts, j.max_attempts, j.reserved, "
+        "j.unstarted_reaps, " + FOLLOWED + " FROM {jobs} AS j WHERE " + FENCE + " FOR UPDATE OF j"
+    ),
+    # Back to pending: a pending-scope job moves its active slot back to the pending slot
+    # (the caller checked, under the row lock, that no follower holds it); the live slot
+    # stays.
+    "to_pending": """
+        UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
+            pending_slot = j.active_slot, active_slot = NULL, claim_token = NULL,
+            heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = false,
+            attempts = j.attempts - %(refund)s,
+            unstarted_reaps = j.unstarted_reaps + %(unstarted)s,
+            run_at = CASE WHEN %(due_now)s THEN {now}
+                          ELSE coalesce(%(run_at)s::timestamptz, j.run_at) END,
+            fail_reason = coalesce(%(reason)s, j.fail_reason)
+        WHERE """
+    + FENCE
+    + " RETURNING j.id",
+    "append_journal": """
+        UPDATE {jobs} AS j
+        SET journal = CASE WHEN j.journal IS NULL THEN %(journal)s
+                           ELSE left(j.journal, -1) || ',' || substr(%(journal)s, 2) END,
+            journal_len = j.journal_len + %(count)s
+        WHERE """
+    + FENCE
+    + " AND j.journal_len = %(position)s RETURNING j.id",
+    "journal_len": "SELECT j.journal_len FROM {jobs} AS j WHERE " + FENCE,
+    "resolve_miss": """
+        SELECT j.status, j.done_token,
+            (SELECT r.result FROM {receipts} AS r
+             WHERE r.job_id = j.id AND r.token = %(token)s AND r.op = %(op)s) AS receipt
+        FROM {jobs} AS j WHERE j.id = %(id)s
+    """,
+    "add_receipt": """
+        INSERT INTO {receipts} AS r (job_id, token, op, result, n)
+        VALUES (%(id)s, %(token)s, %(op)s, %(result)s,
+            (SELECT coalesce(max(n), 0) + 1 FROM {receipts} WHERE job_id = %(id)s))
+        ON CONFLICT (job_id, token, op) DO UPDATE SET result = excluded.result, n = excluded.n
+        RETURNING r.n
+    """,
+    "trim_receipts": "DELETE FROM {receipts} WHERE job_id = %(id)s AND n <= %(n)s",
+    "add_logs": """
+        INSERT INTO {logs} (job_id, at, message)
+        SELECT u.job_id, u.at, u.message
+        FROM unnest(%(job_ids)s::text[], %(ats)s::timestamptz[], %(messages)s::text[])
+            WITH ORDINALITY AS u(job_id, at, message, n)
+        ORDER BY u.n
+    """,
+    "trim_logs": """
+        DELETE FROM {logs} AS l USING (
+            SELECT job_id, seq, row_number() OVER (PARTITION BY job_id ORDER BY seq DESC) AS k
+            FROM {logs} WHERE job_id = ANY(%(job_ids)s::text[])) AS old
+        WHERE l.job_id = old.job_id AND l.seq = old.seq AND old.k > %(keep)s
+    """,
+    # -- recovery -----------------------------------------------------------------------
+    # Oldest leases first; SKIP LOCKED so two reapers (or a reaper and a worker's write)
+    # never wait on each other.
+    "expired": (
+        "SELECT j.id, j.claim_token, j.attempts, j.max_attempts, j.reserved, "
+        "j.unstarted_reaps, " + FOLLOWED + " FROM {jobs} AS j "
+        "WHERE j.status = 'active' AND j.heartbeat_at < {now} - %(timeout)s * interval "
+        "'1 second' ORDER BY j.heartbeat_at, j.seq LIMIT %(limit)s FOR UPDATE OF j SKIP LOCKED"
+    ),
+    # -- operations ---------------------------------------------------------------------
+    "failed_for_retry": (
+        "SELECT dedupe_key, dedupe_scope FROM {jobs} WHERE id = %(id)s AND status = 'failed'"
+    ),
+    "retry": """
+        UPDATE {jobs} SET status = 'pending', attempts = 0, run_at = {now}, updated_at = {now},
+            failure_kind = NULL, finished_at = NULL,
+            live_slot = CASE WHEN %(slot)s::text = 'live' THEN %(key)s ELSE live_slot END,
+            pending_slot = CASE WHEN %(slot)s::text = 'pending' THEN %(key)s ELSE pending_slot END
+        WHERE id = %(id)s AND status = 'failed' RETURNING id
+    """,
+    "slot_held": (
+        "SELECT 1 FROM {jobs} WHERE (%(slot)s::text = 'live' AND live_slot = %(key)s) "
+        "OR (%(slot)s::text = 'pending' AND pending_slot = %(key)s) LIMIT 1"
+    ),
+    "delete": "DELETE FROM {jobs} WHERE id = %(id)s AND status <> 'active' RETURNING id",
+    "get_job": "SELECT {job_columns} FROM {jobs} AS j WHERE j.id = %(id)s",
+    "has_outstanding": (
+        "SELECT 1 FROM {jobs} WHERE type = %(type)s AND "
+        "(live_slot = %(key)s OR pending_slot = %(key)s OR active_slot = %(key)s) LIMIT 1"
+    ),
+    "list_jobs": (
+        "SELECT {job_columns} FROM {jobs} AS j WHERE {where} ORDER BY {order} "
+        "LIMIT %(limit)s OFFSET %(offset)s"
+    ),
+    "count_jobs": "SELECT count(*) AS n FROM {jobs} AS j WHERE {where}",
+    "stats_counts": (
+        "SELECT status, failure_kind, count(*) AS n FROM {jobs} "
+        "WHERE (%(type)s::text IS NULL OR type = %(type)s) GROUP BY status, failure_kind"
+    ),
+    "stats_oldest": (
+        "SELECT (SELECT min(run_at) FROM {jobs} WHERE status = 'pending' AND run_at <= {now} "
+        "AND (%(type)s::text IS NULL OR type = %(type)s)) AS oldest, {now} AS now"
+    ),
+    "job_types": "SELECT DISTINCT type FROM {jobs} ORDER BY type",
+    "server_now": "SELECT {now} AS now",
+}
+
+
+class _Keep(dict[str, str]):
+    """Leaves a placeholder it has no value for in place (filled per call)."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def ident(*parts: str) -> str:
+    """A quoted (optionally schema-qualified) SQL identifier."""
+    return sql.Identifier(*parts).as_string(None)
+
+
+class Queries:
+    """The statements for one set of tables, rendered once; each is an attribute named as
+    in :data:`STATEMENTS`."""
+
+    claim_due: str
+    claim_by_key: str
+    claim_by_id: str
+    mark_started: str
+    lock_key: str
+    scope_of_live: str
+    scope_of_pending_or_active: str
+    insert_pending: str
+    insert_active: str
+    job_exists: str
+    coalesce_live: str
+    coalesce_pending: str
+    heartbeat: str
+    complete: str
+    terminal: str
+    lock_claim: str
+    to_pending: str
+    append_journal: str
+    journal_len: str
+    resolve_miss: str
+    add_receipt: str
+    trim_receipts: str
+    add_logs: str
+    trim_logs: str
+    expired: str
+    failed_for_retry: str
+    retry: str
+    slot_held: str
+    delete: str
+    get_job: str
+    has_outstanding: str
+    list_jobs: str
+    count_jobs: str
+    stats_counts: str
+    stats_oldest: str
+    job_types: str
+    server_now: str
+
+    def __init__(self, names: dict[str, str]) -> None:
+        values = _Keep(names)
+        values["job_columns"] = JOB_COLUMNS.format_map(values)
+        values["now"] = NOW
+        for name, template in STATEMENTS.items():
+            setattr(self, name, _render(template, values))
+
+    def listing(self, statement: str, where: str, order: str = ORDER_NEWEST) -> str:
+        """``list_jobs`` or ``count_jobs`` with its WHERE clause (built from FILTERS)."""
+        return statement.replace("{where}", where).replace("{order}", order)
+
+
+def _render(template: str, values: dict[str, Any]) -> str:
+    # Twice: fragments (the job columns, TERMINAL) themselves name tables and {now}.
+    return template.format_map(values).format_map(values)
