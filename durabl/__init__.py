@@ -46,6 +46,7 @@ from durabl.runtime.run import Handler
 from durabl.stores.base import Backend
 
 if TYPE_CHECKING:
+    from durabl.cli.args import positive_int_arg, positive_seconds_arg
     from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
     from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
     from durabl.stores.mongo import MongoJobQueue
@@ -87,6 +88,8 @@ __all__ = [
     "NonRetryable",
     "OrchestrationContext",
     "Orchestrator",
+    "positive_int_arg",
+    "positive_seconds_arg",
     "QueueHealth",
     "QueueShutdownError",
     "QueueStats",
@@ -113,6 +116,8 @@ _LAZY = {
     "DummyBackend": "durabl.stores.memory.backend",
     "ImmediateBackend": "durabl.stores.memory.backend",
     "backend_from_url": "durabl.stores.urls",
+    "positive_int_arg": "durabl.cli.args",
+    "positive_seconds_arg": "durabl.cli.args",
     "OrchestrationContext": "durabl.orchestrator",
     "Orchestrator": "durabl.orchestrator",
     "StepKeys": "durabl.orchestrator",

@@ -14,32 +14,13 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.model.exceptions import DurablError
 from durabl.model.options import DEFAULT_VISIBILITY_TIMEOUT
 from durabl.stores.urls import backend_from_url
 
 Command = Callable[[argparse.Namespace], int]
 URL_ENV = "DURABL_URL"
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 @contextmanager
@@ -77,13 +58,13 @@ def configure_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--url", default=DEFAULT_DEMO_URL, help="backend URL (default: %(default)s)")
     p.add_argument(
         "--jobs",
-        type=positive_int,
+        type=positive_int_arg,
         default=DEFAULT_JOBS,
         help="enqueue calls (default: %(default)s)",
     )
     p.add_argument(
         "--seconds",
-        type=positive_seconds,
+        type=positive_seconds_arg,
         default=DEFAULT_SECONDS,
         help="time limit (default: %(default)g)",
     )
@@ -122,7 +103,7 @@ def configure_reap(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument(
         "--visibility-timeout",
-        type=positive_seconds,
+        type=positive_seconds_arg,
         default=DEFAULT_VISIBILITY_TIMEOUT,
         help="seconds without a heartbeat before a lease counts as expired "
         "(default: %(default)g; use your workers' value)",

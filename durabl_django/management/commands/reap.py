@@ -6,9 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durabl import DurablError
+from durabl import DurablError, positive_seconds_arg
 from durabl_django.conf import durabl_settings
-from durabl_django.management.commands.runworkers import positive_seconds
 from durabl_django.runtime import get_queue
 
 
@@ -21,7 +20,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--visibility-timeout",
-            type=positive_seconds,
+            type=positive_seconds_arg,
             metavar="S",
             help="seconds without a heartbeat before a lease counts as expired "
             "(default: DURABL['VISIBILITY_TIMEOUT'], the workers' value)",

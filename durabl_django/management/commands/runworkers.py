@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from durabl import positive_int_arg, positive_seconds_arg
 from durabl_django.conf import durabl_settings
 from durabl_django.runtime import get_queue
 from durabl_django.workers import Runner, declared_jobs, select
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 class Command(BaseCommand):
@@ -49,7 +29,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=positive_int_arg,
             metavar="N",
             help="worker threads per type, overriding each declaration's concurrency",
         )
@@ -61,7 +41,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--shutdown-timeout",
-            type=positive_seconds,
+            type=positive_seconds_arg,
             metavar="S",
             help="seconds running jobs get to finish after a signal "
             "(default: DURABL['SHUTDOWN_TIMEOUT'], 30)",
