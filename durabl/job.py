@@ -1,71 +1,9 @@
 """Deprecated home of the job records: import them from ``durabl`` (or ``durabl.model.job``).
 
-Kept so that code written against ``durabl.job`` goes on working."""
+Kept so that code written against ``durabl.job`` goes on working: it re-exports every
+public name of :mod:`durabl.model.job` (its ``__all__``)."""
 
 from __future__ import annotations
 
-from durabl.model.job import (
-    DEDUPE_SCOPES,
-    FAILURE_KINDS,
-    STATUSES,
-    TERMINAL_STATUSES,
-    BackoffKind,
-    CompleteJobResult,
-    DedupeScope,
-    EventKind,
-    FailFatalJobResult,
-    FailJobResult,
-    FailureKind,
-    HeartbeatResult,
-    Job,
-    JobEvent,
-    JobHandle,
-    JobResult,
-    JobStatus,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    PickupMode,
-    QueueHealth,
-    QueueStats,
-    ReapReport,
-    ReleaseJobResult,
-    ResultStatus,
-    StartReaperResult,
-    TerminalStatus,
-    handle_for,
-    job_from_fields,
-)
-
-__all__ = [
-    "JobStatus",
-    "TerminalStatus",
-    "FailureKind",
-    "DedupeScope",
-    "BackoffKind",
-    "STATUSES",
-    "TERMINAL_STATUSES",
-    "FAILURE_KINDS",
-    "DEDUPE_SCOPES",
-    "ResultStatus",
-    "LogEntry",
-    "JournalRecord",
-    "Job",
-    "JobResult",
-    "CompleteJobResult",
-    "FailJobResult",
-    "FailFatalJobResult",
-    "ReleaseJobResult",
-    "HeartbeatResult",
-    "JournalAppendResult",
-    "JobHandle",
-    "QueueStats",
-    "ReapReport",
-    "StartReaperResult",
-    "EventKind",
-    "PickupMode",
-    "QueueHealth",
-    "JobEvent",
-    "job_from_fields",
-    "handle_for",
-]
+from durabl.model.job import *  # noqa: F403 - the whole public surface, named there once
+from durabl.model.job import __all__  # noqa: F401 - the same names, re-exported

@@ -24,16 +24,12 @@ what they need when called.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from durabl_django.registry import job
+from durabl_django.registry import job, orchestration
 
 if TYPE_CHECKING:
-    from durabl import JobQueue, Seconds
-    from durabl.orchestrator import Body
-
-    B = TypeVar("B", bound=Body)
+    from durabl import JobQueue
 
 __all__ = ["enqueue", "enqueue_on_commit", "get_queue", "job", "orchestration"]
 
@@ -61,30 +57,3 @@ def enqueue_on_commit(
     from durabl_django.runtime import enqueue_on_commit
 
     enqueue_on_commit(type, data, using=using, robust=robust, **options)
-
-
-def orchestration(
-    type: str,
-    *,
-    concurrency: int = 1,
-    poll_interval: Seconds | None = None,
-    heartbeat_interval: Seconds | None = None,
-    step_timeout: Seconds | None = None,
-    max_duration: Seconds | None = None,
-    max_journal_bytes: int | None = None,
-) -> Callable[[B], B]:
-    """Declare ``body(job, octx)`` as the orchestration for jobs of ``type``; starts
-    nothing. ``manage.py runworkers`` runs it with a
-    ``durabl.orchestrator.OrchestrationHandler``; see
-    :func:`durabl_django.registry.orchestration`."""
-    from durabl_django.registry import orchestration
-
-    return orchestration(
-        type,
-        concurrency=concurrency,
-        poll_interval=poll_interval,
-        heartbeat_interval=heartbeat_interval,
-        step_timeout=step_timeout,
-        max_duration=max_duration,
-        max_journal_bytes=max_journal_bytes,
-    )

@@ -11,6 +11,41 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from durabl.model import backoff as _backoff
 from durabl.model.backoff import BackoffPolicy
 
+__all__ = [
+    "JobStatus",
+    "TerminalStatus",
+    "FailureKind",
+    "DedupeScope",
+    "BackoffKind",
+    "STATUSES",
+    "TERMINAL_STATUSES",
+    "FAILURE_KINDS",
+    "DEDUPE_SCOPES",
+    "ResultStatus",
+    "LogEntry",
+    "JournalRecord",
+    "Job",
+    "JobResult",
+    "CompleteJobResult",
+    "FailJobResult",
+    "FailFatalJobResult",
+    "ReleaseJobResult",
+    "HeartbeatResult",
+    "JournalAppendResult",
+    "FencedWrites",
+    "JobHandle",
+    "JobFilter",
+    "QueueStats",
+    "ReapReport",
+    "StartReaperResult",
+    "EventKind",
+    "PickupMode",
+    "QueueHealth",
+    "JobEvent",
+    "job_from_fields",
+    "handle_for",
+]
+
 T = TypeVar("T")
 
 BackoffKind = _backoff.BackoffKind
