@@ -1,14 +1,16 @@
-"""Completions written in the background, in batches: one named thread per processor.
+"""Outcomes written in the background: one named thread per processor.
 
-A worker whose handler returned hands the run here and takes its next job at once. The
-completer thread writes every completion waiting at that moment with one
+A worker whose handler ended hands the run here, whatever its outcome, and takes its next
+job at once. The completer thread writes every completion waiting at that moment with one
 ``Backend.complete_many`` call (one transaction on SQLite), then reports each run. While
 one batch is being written the next one gathers, so a busy pool writes many completions
 per transaction and an idle one writes each as soon as it arrives: nothing waits for a
-batch to fill.
+batch to fill. Every other outcome (a failure, a suspension, a lost lease to report) is
+handed back to its run to write on this thread, one at a time, in the order handed over:
+the stores have no batched failure, and failures are rare enough not to need one.
 
 A handed-over run stays tracked by its queue (and its ``done`` event unset) until its
-completion is written, so a graceful shutdown waits for it like a running handler. Every
+outcome is written, so a graceful shutdown waits for it like a running handler. Every
 write is still fenced on the run's claim token: a lease lost in the meantime is reported
 as ``lease-lost``, never written over.
 """
@@ -36,12 +38,15 @@ nobody renews."""
 
 
 class CompletionOwner(Protocol):
-    """What hands a completion over: told once it is written (a managed run)."""
+    """What hands an outcome over (a managed run): told once its completion is written,
+    or asked to write any other outcome itself, on the completer thread."""
 
     @property
     def job_id(self) -> str: ...
 
     def completion_written(self, result: JobResult | Exception, duration: float) -> None: ...
+
+    def write_outcome(self) -> None: ...
 
 
 R = TypeVar("R", bound=CompletionOwner)
@@ -55,8 +60,20 @@ class _Start:
     token: str
 
 
+@dataclass(frozen=True)
+class _Outcome(Generic[R]):
+    """A run whose outcome is not a plain completion: the run writes it, one at a time."""
+
+    run: R
+
+
+# What the thread takes: a completion, another outcome, a start, or the end marker (None).
+_Item = tuple[R, Completion, float] | _Outcome[R] | _Start | None
+
+
 class Completer(Generic[R]):
-    """Writes the completions handed to :meth:`submit`, in order, in batches."""
+    """Writes the completions handed to :meth:`submit`, in order, in batches, and has the
+    runs handed to :meth:`submit_outcome` write their other outcomes, in the same order."""
 
     def __init__(
         self,
@@ -79,9 +96,7 @@ class Completer(Generic[R]):
         self.name = name
         self.max_batch = max_batch
         self._on_written = on_written
-        self._items: queue_module.SimpleQueue[tuple[R, Completion, float] | _Start | None] = (
-            queue_module.SimpleQueue()
-        )
+        self._items: queue_module.SimpleQueue[_Item[R]] = queue_module.SimpleQueue()
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -93,17 +108,29 @@ class Completer(Generic[R]):
         """Queue ``run``'s completion; ``run.completion_written`` is called once written.
         After :meth:`close`, the calling thread writes it at once."""
         item = (run, completion, duration)
-        with self._room:  # room is made as completions are written: see MAX_WAITING
+        if not self._hand_over(item):
+            self._write([item])
+
+    def submit_outcome(self, run: R) -> None:
+        """Queue ``run`` to write its outcome (not a plain completion) with
+        ``run.write_outcome()`` on the completer thread, after what was handed over
+        before it. After :meth:`close`, the calling thread has it written at once."""
+        item = _Outcome(run)
+        if not self._hand_over(item):
+            self._write_outcome(item)
+
+    def _hand_over(self, item: tuple[R, Completion, float] | _Outcome[R]) -> bool:
+        """Queue a terminal item once there is room; False when closed (not queued)."""
+        with self._room:  # room is made as outcomes are written: see MAX_WAITING
             while self._unwritten >= self._max_waiting:
                 self._room.wait()
             self._unwritten += 1
         with self._start_lock:  # never queued behind close()'s end marker
-            closed = self._closed
-            if not closed:
-                self._start()
-                self._items.put(item)
-        if closed:
-            self._write([item])
+            if self._closed:
+                return False
+            self._start()
+            self._items.put(item)
+            return True
 
     def mark_started(self, job_id: str, token: str) -> None:
         """Record, with the next batch, that the handler of this reserved claim started
@@ -119,7 +146,7 @@ class Completer(Generic[R]):
             self._write_starts([start])
 
     def waiting(self) -> int:
-        """About how many completions are handed over and not yet written."""
+        """About how many outcomes are handed over and not yet written."""
         return self._items.qsize()
 
     def start(self) -> None:
@@ -151,10 +178,10 @@ class Completer(Generic[R]):
             first = self._items.get()
             if first is None:
                 return
-            batch: list[tuple[R, Completion, float]] = []
+            batch: list[tuple[R, Completion, float] | _Outcome[R]] = []
             starts: list[_Start] = []
             stop = False
-            item: tuple[R, Completion, float] | _Start | None = first
+            item: _Item[R] = first
             while True:
                 if isinstance(item, _Start):
                     starts.append(item)
@@ -171,10 +198,24 @@ class Completer(Generic[R]):
                     break
             # Starts first: a run that began must be counted before anything else is lost.
             self._write_starts(starts)
-            if batch:
-                self._write(batch)
+            self._write_in_order(batch)
             if stop:
                 return
+
+    def _write_in_order(self, batch: list[tuple[R, Completion, float] | _Outcome[R]]) -> None:
+        """Each run of completions handed over in a row in one call; every other outcome
+        on its own, between them, in the order handed over."""
+        completions: list[tuple[R, Completion, float]] = []
+        for item in batch:
+            if isinstance(item, _Outcome):
+                if completions:
+                    self._write(completions)
+                    completions = []
+                self._write_outcome(item)
+            else:
+                completions.append(item)
+        if completions:
+            self._write(completions)
 
     def _write_starts(self, starts: list[_Start]) -> None:
         if not starts:
@@ -191,11 +232,25 @@ class Completer(Generic[R]):
             for n, (run, _, duration) in enumerate(batch):
                 self._report(run, outcomes[n], duration)
         finally:
-            with self._room:
-                full = self._unwritten >= self._max_waiting
-                self._unwritten -= len(batch)
-                if full:
-                    self._room.notify_all()
+            self._make_room(len(batch))
+
+    def _write_outcome(self, item: _Outcome[R]) -> None:
+        run = item.run
+        try:
+            try:
+                run.write_outcome()
+            except BaseException:  # never let it end the thread; the reaper recovers the job
+                logger.exception("writing the outcome of job %s failed", run.job_id)
+            self._written(run)
+        finally:
+            self._make_room(1)
+
+    def _make_room(self, written: int) -> None:
+        with self._room:
+            full = self._unwritten >= self._max_waiting
+            self._unwritten -= written
+            if full:
+                self._room.notify_all()
 
     def _outcomes(self, completions: list[Completion]) -> list[JobResult | Exception]:
         """One result (or the error that kept it from being written) per completion. When
@@ -234,6 +289,9 @@ class Completer(Generic[R]):
             run.completion_written(outcome, duration)
         except BaseException:  # a sink raising SystemExit must not stop the completions
             logger.exception("reporting the completion of job %s failed", run.job_id)
+        self._written(run)
+
+    def _written(self, run: R) -> None:
         if self._on_written is not None:
             try:
                 self._on_written(run)

@@ -1,4 +1,4 @@
-"""Hooks around every managed run: ``queue.add_run_hook(hook)``.
+"""Hooks around every managed run (``queue.add_run_hook(hook)``), and the event sink.
 
 A hook is ``hook(job, proceed) -> object``: it does what it must before the run, calls
 ``proceed()`` exactly once (which runs the handler, or the next hook in), and returns its
@@ -12,14 +12,28 @@ proceeding, fails the attempt like a handler error.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from durabl.model.job import Job
+from durabl.model.job import Job, JobEvent
 
 Proceed = Callable[[], object]
 RunHook = Callable[[Job[Any], Proceed], object]
+
+
+def emit_event(
+    sink: Callable[[JobEvent], object] | None, event: JobEvent, logger: logging.Logger
+) -> None:
+    """Send ``event`` to ``sink`` (None: nobody listens); a failing sink is logged and
+    never affects a job."""
+    if sink is None:
+        return
+    try:
+        sink(event)
+    except Exception:
+        logger.exception("on_job_event sink raised for %s event", event.kind)
 
 
 class HookNotProceededError(RuntimeError):

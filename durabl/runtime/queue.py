@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -12,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
-from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import (
     FailureKind,
     Job,
@@ -28,23 +25,18 @@ from durabl.model.options import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
     build_new_job,
-    check_job_type,
 )
-from durabl.runtime.hooks import RunHook, RunHooks
-from durabl.runtime.inline import run_with_followers
+from durabl.runtime.hooks import RunHook, RunHooks, emit_event
+from durabl.runtime.inline import claim_new, run_claimed
 from durabl.runtime.push import PushPickup
-from durabl.runtime.reaper import ReaperSlot, reap_all
+from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
 from durabl.runtime.shutdown import Drain, install_signal_handlers
-from durabl.runtime.worker import Processor, check_registration, run_due
+from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
 
 _module_logger = logging.getLogger(__name__)
-
-
-def default_lease_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class JobQueue:
@@ -77,7 +69,13 @@ class JobQueue:
         self.lease_owner = default_lease_owner()
         self._lock = threading.RLock()
         self._started = False
-        self._processors: dict[str, Processor] = {}
+        self._processors = Processors(
+            self,
+            lock=self._lock,
+            closing=self._closing,
+            ready=self._ready,
+            lease_owner=self.lease_owner,
+        )
         #: The live runs: each tracks itself from its claim until its outcome is written.
         self.runs: RunRegistry[ManagedRun] = RunRegistry()
         #: What wraps every run: see :meth:`add_run_hook`.
@@ -86,7 +84,7 @@ class JobQueue:
         #: Push pickup: one change-stream watcher, started by the first process().
         self.pickup = PushPickup(
             backend,
-            self._processors,
+            self._processors.by_type,
             lock=self._lock,
             closing=self._closing,
             emit=self.emit,
@@ -95,7 +93,7 @@ class JobQueue:
         self._drain = Drain(
             clock=self.clock,
             runs=self.runs,
-            processors=lambda: list(self._processors.values()),
+            processors=self._processors.all,
             stop_reaper=self.stop_reaper,
             stop_pickup=self.pickup.stop,
         )
@@ -106,13 +104,7 @@ class JobQueue:
     # -- runtime hooks used by runs, processors and the reaper ----------------------------
     def emit(self, event: JobEvent) -> None:
         """Send an event to the sink; a failing sink is logged and never affects a job."""
-        sink = self.on_job_event
-        if sink is None:
-            return
-        try:
-            sink(event)
-        except Exception:
-            self.logger.exception("on_job_event sink raised for %s event", event.kind)
+        emit_event(self.on_job_event, event, self.logger)
 
     def active_runs(self) -> list[ManagedRun]:
         """The runs of this queue not over yet (claimed, running, or being written)."""
@@ -121,9 +113,7 @@ class JobQueue:
     def wait_idle(self, timeout: Seconds | None = None) -> bool:
         """Wait up to ``timeout`` seconds (None: forever) until no run of this queue is
         left; True when none is. New claims may start runs again afterwards."""
-        return self.runs.wait_until_empty(
-            None if timeout is None else to_seconds(timeout, "timeout")
-        )
+        return self.runs.wait_until_empty(timeout)
 
     def add_run_hook(self, hook: RunHook) -> Callable[[], None]:
         """Wrap every managed run of this queue (worker pools, :meth:`run_pending`,
@@ -151,10 +141,6 @@ class JobQueue:
 
     def _closing(self) -> bool:
         return self._drain.started
-
-    def _check_open(self, what: str) -> None:
-        if self._closing():
-            raise QueueShutdownError(f"{what} refused: the queue is shutting down")
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(
@@ -196,13 +182,7 @@ class JobQueue:
         return result.job_id
 
     def _job_due(self, type: str) -> None:
-        processor = self._processors.get(type)
-        if processor is None or self._closing():
-            return
-        if self.immediate:
-            processor.process_one()
-        else:
-            processor.wake()
+        self._processors.job_due(type, immediate=self.immediate)
 
     # -- processing -----------------------------------------------------------------------
     def process(
@@ -242,32 +222,18 @@ class JobQueue:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
         the worker threads."""
-        check_job_type(type)
-        interval, beat = check_registration(
-            type, handler, concurrency, poll_interval, heartbeat_interval, self.visibility_timeout
+        return self._processors.register(
+            type,
+            handler,
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+            default_poll_interval=self.pickup.default_poll_interval,
         )
-        self._ready()
-        with self._lock:
-            self._check_open("process()")
-            if type in self._processors:
-                raise ValueError(f"a handler for job type {type!r} is already registered")
-            if interval is None:
-                interval = self.pickup.default_poll_interval(type)
-            processor = Processor(
-                type,
-                handler,
-                self,
-                concurrency=concurrency,
-                poll_interval=interval,
-                heartbeat_interval=beat,
-                lease_owner=self.lease_owner,
-            )
-            self._processors[type] = processor
-        return processor
 
     @property
     def processors(self) -> dict[str, Processor]:
-        return dict(self._processors)
+        return dict(self._processors.by_type)
 
     def is_healthy(self) -> QueueHealth:
         """Whether the queue runs (True until shutdown starts) and how it picks up jobs:
@@ -278,13 +244,7 @@ class JobQueue:
     def run_pending(self, type: str | None = None, *, limit: int | None = None) -> int:
         """Run due jobs of the registered types in the calling thread until none is due
         (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
-        self._ready()
-        if type is not None and type not in self._processors:
-            raise ValueError(
-                f"no handler registered for {type!r}; registered: {sorted(self._processors)}"
-            )
-        processors = [self._processors[type]] if type else list(self._processors.values())
-        return run_due(processors, limit=limit, closing=self._closing)
+        return self._processors.run_pending(type, limit=limit)
 
     # -- inline runs ----------------------------------------------------------------------
     def claim_or_enqueue(
@@ -307,7 +267,7 @@ class JobQueue:
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
         return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
         refused, since an inline run happens now."""
-        self._check_open("claim_or_enqueue()")
+        self._drain.check_open("claim_or_enqueue()")
         if delay or run_at is not None:
             raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
         job = build_new_job(
@@ -322,18 +282,10 @@ class JobQueue:
             backoff_delay=backoff_delay,
             backoff_max_delay=backoff_max_delay,
         )
-        backend = self._ready()
-        result = backend.claim_or_enqueue(job, self.lease_owner)
-        handle = result.handle
-        if handle is None:
-            if result.enqueued_id is not None:
-                self._job_due(type)
-            return None
-        if self._closing():
-            handle.release(timeout=1.0)
-            raise QueueShutdownError("claim_or_enqueue() refused: the queue is shutting down")
-        self.emit(JobEvent("claimed", type, handle.id, attempt=handle.attempts))
-        return handle
+        self._ready()
+        return claim_new(
+            self, job, lease_owner=self.lease_owner, closing=self._closing, job_due=self._job_due
+        )
 
     def run_claimed(
         self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
@@ -345,12 +297,7 @@ class JobQueue:
         work, the old job is superseded and the follower runs. The first handler error is
         re-raised at the end.
         """
-        if isinstance(max_drains, bool) or not isinstance(max_drains, int) or max_drains < 0:
-            raise ValueError(f"max_drains must be an int >= 0, got {max_drains!r}")
-        if self._closing():
-            handle.release(timeout=1.0)
-            raise QueueShutdownError("run_claimed() refused: the queue is shutting down")
-        run_with_followers(
+        run_claimed(
             self,
             handle,
             handler,
@@ -404,12 +351,12 @@ class JobQueue:
 
     def job_types(self) -> list[str]:
         """Types with stored jobs, plus the types this process handles."""
-        return sorted(set(self._ready().job_types()) | set(self._processors))
+        return sorted(set(self._ready().job_types()) | set(self._processors.by_type))
 
     # -- reaper ---------------------------------------------------------------------------
     def start_reaper(self, interval: Seconds | None = None) -> StartReaperResult:
         """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
-        self._check_open("start_reaper()")
+        self._drain.check_open("start_reaper()")
         self._ready()
         return self._reaper.start(None if interval is None else to_seconds(interval, "interval"))
 
@@ -417,12 +364,8 @@ class JobQueue:
         """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
         leases back to pending, stalled at their last attempt, or superseded. Uses the
         queue's visibility timeout unless told otherwise."""
-        vt = (
-            self.visibility_timeout
-            if visibility_timeout is None
-            else to_seconds(visibility_timeout, "visibility_timeout")
-        )
-        return reap_all(self._ready(), vt)
+        self._ready()
+        return self._reaper.reap_once(visibility_timeout)
 
     def stop_reaper(self, timeout: float = 5.0) -> None:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import JobEvent, ReapReport, StartReaperResult
 from durabl.runtime.run import Runtime
 from durabl.stores.base import Backend
@@ -102,6 +103,16 @@ class ReaperSlot:
         report = reaper.sweep()
         reaper.start()
         return StartReaperResult("started", report.handled if report is not None else None)
+
+    def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
+        """One recovery sweep now, in this thread, with the queue's visibility timeout
+        unless told otherwise."""
+        vt = (
+            self.runtime.visibility_timeout
+            if visibility_timeout is None
+            else to_seconds(visibility_timeout, "visibility_timeout")
+        )
+        return reap_all(self.runtime.backend, vt)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from durabl.model.clock import SYSTEM_CLOCK, Clock
+from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 
 T = TypeVar("T")
 
@@ -42,8 +42,10 @@ class RunRegistry(Generic[T]):
         with self._changed:
             return len(self._runs)
 
-    def wait_until_empty(self, timeout: float | None = None) -> bool:
-        """Block until no run is tracked, or ``timeout`` seconds pass; True when empty."""
+    def wait_until_empty(self, timeout: Seconds | None = None) -> bool:
+        """Block until no run is tracked, or ``timeout`` seconds pass (None: forever);
+        True when empty."""
+        wait = None if timeout is None else to_seconds(timeout, "timeout")
         empty: Callable[[], bool] = lambda: not self._runs  # noqa: E731
         with self._changed:
-            return self._changed.wait_for(empty, timeout=timeout)
+            return self._changed.wait_for(empty, timeout=wait)

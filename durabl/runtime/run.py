@@ -119,7 +119,7 @@ class RunOutcome:
     result: JobResult | None
     #: "written" (the store has the outcome), "lease-lost" (write suppressed),
     #: "released" (shutdown took the claim back), "write-failed", or "handed-over"
-    #: (a completer writes the completion; the run's ``done`` event is set once it has).
+    #: (a completer writes the outcome; the run's ``done`` event is set once it has).
     disposition: str
 
     @property
@@ -167,14 +167,23 @@ def describe_error(exc: BaseException) -> str:
     return "\n".join(lines)
 
 
+def release_unrun(handle: JobHandle[Any]) -> JobResult:
+    """Hand back a claim that will not run here (the queue began shutting down between
+    the claim and its run): no attempt used. The one fenced write made for a claim no
+    :class:`ManagedRun` owns, kept here with the run's own."""
+    return handle.release(timeout=1.0)
+
+
 class ManagedRun:
     """One claim, run once: the one owner of a claim's life.
 
     Created from a claim, the run tracks itself in its queue's registry; it starts and
     stops its heartbeat, runs the handler inside the queue's run hooks, writes its
-    outcome (or hands a completion to the completer, which calls
-    :meth:`completion_written` back), or hands the claim back on shutdown, reports the
-    outcome as an event, and untracks itself once over. Thread-safe against
+    outcome, or hands the claim back on shutdown, reports the outcome as an event, and
+    untracks itself once over. In a worker pool every outcome goes through the
+    processor's completer: it writes completions in batches and calls
+    :meth:`completion_written` back, and calls :meth:`write_outcome` for any other
+    outcome; elsewhere the run writes in the calling thread. Thread-safe against
     :meth:`abort_and_release` from shutdown.
     """
 
@@ -215,6 +224,8 @@ class ManagedRun:
         self._lock = threading.Lock()
         self._state = "new"  # new -> running -> finishing -> done | released
         self._lease_event_sent = False
+        # An outcome handed to the completer to write: (error, duration, lease lost).
+        self._handed_over: tuple[BaseException | None, float, bool] | None = None
         self.done = Flag()
         # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
         runtime.runs.track(self)
@@ -255,8 +266,10 @@ class ManagedRun:
 
         A run that shutdown released before it started does nothing. ``heartbeat_host``
         is the calling worker's reusable heartbeat thread, if it has one. With a
-        ``completer``, a plain completion is handed to it to write (outcome
-        ``handed-over``) and the run stays tracked until it is written."""
+        ``completer``, every outcome is handed to it (outcome ``handed-over``): it writes
+        completions in batches and has the run write (or report) any other outcome on
+        its thread; the run stays tracked until then. Without one, the outcome is written
+        in the calling thread."""
         with self._lock:
             if self._state != "new":
                 self._over()
@@ -264,10 +277,7 @@ class ManagedRun:
             self._state = "running"
         started = self.runtime.clock.monotonic()
         if started - self.started_at >= self.heartbeat.interval and not self._renew_first():
-            try:
-                return self._finish(None, 0.0)  # lease-lost: the handler never runs
-            finally:
-                self._over()
+            return self._end(None, 0.0, completer)  # lease-lost: the handler never runs
         if self.reserved:
             self._mark_started(completer)
         self.heartbeat.start(heartbeat_host)
@@ -283,9 +293,14 @@ class ManagedRun:
             error = exc
         finally:
             self.heartbeat.stop()
+        return self._end(error, self.runtime.clock.monotonic() - started, completer)
+
+    def _end(
+        self, error: BaseException | None, duration: float, completer: Completer[ManagedRun] | None
+    ) -> RunOutcome:
         outcome: RunOutcome | None = None
         try:
-            outcome = self._finish(error, self.runtime.clock.monotonic() - started, completer)
+            outcome = self._finish(error, duration, completer)
             return outcome
         finally:
             if outcome is None or outcome.disposition != "handed-over":
@@ -344,32 +359,57 @@ class ManagedRun:
             if self._state != "running":
                 return RunOutcome(error, None, "released")
             self._state = "finishing"
+        # Decided here, once the heartbeat has stopped: nothing aborts the signal later.
+        lost = self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
         handed_over = False
         try:
-            if self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED):
-                self._lease_lost()
-                return RunOutcome(error, None, "lease-lost")
-            if error is None and completer is not None:
+            if completer is None:
+                return self._record(error, duration, lost)
+            if error is None and not lost:
                 job = self.handle
                 completion = Completion(job.id, job.claim_token, self.logs.take())
                 completer.submit(self, completion, duration)
-                handed_over = True
-                return RunOutcome(None, None, "handed-over")
-            try:
-                result = self._write(error)
-            except Exception:
-                self._write_failed()
-                return RunOutcome(error, None, "write-failed")
-            self._report(error, result, duration)
+            else:
+                self._handed_over = (error, duration, lost)
+                completer.submit_outcome(self)
+            handed_over = True
             if isinstance(error, SuspendRun):
                 error = None  # a suspension is how the run ended, not a failure
-            if result.status in ("lease-lost", "already-terminal", "not-found"):
-                return RunOutcome(error, result, "lease-lost")
-            return RunOutcome(error, result, "written")
+            return RunOutcome(error, None, "handed-over")
         finally:
             if not handed_over:
                 with self._lock:
                     self._state = "done"
+
+    def _record(self, error: BaseException | None, duration: float, lost: bool) -> RunOutcome:
+        """Write the outcome (or, when the lease was lost, only report it) and report it."""
+        if lost:
+            self._lease_lost()
+            return RunOutcome(error, None, "lease-lost")
+        try:
+            result = self._write(error)
+        except Exception:
+            self._write_failed()
+            return RunOutcome(error, None, "write-failed")
+        self._report(error, result, duration)
+        if isinstance(error, SuspendRun):
+            error = None  # a suspension is how the run ended, not a failure
+        if result.status in ("lease-lost", "already-terminal", "not-found"):
+            return RunOutcome(error, result, "lease-lost")
+        return RunOutcome(error, result, "written")
+
+    def write_outcome(self) -> None:
+        """The completer's call for an outcome handed over that is not a plain completion
+        (a failure, a suspension, a lost lease): write and report it, one write on its
+        own, then let shutdown and ``done`` waiters know the run is over."""
+        try:
+            handed_over, self._handed_over = self._handed_over, None
+            if handed_over is not None:
+                self._record(*handed_over)
+        finally:
+            with self._lock:
+                self._state = "done"
+            self._over()
 
     def completion_written(self, result: JobResult | Exception, duration: float) -> None:
         """The completer wrote (or failed to write) this run's completion: report it, and

@@ -12,6 +12,7 @@ from typing import Any
 
 from durabl.model.abort import SHUTDOWN
 from durabl.model.clock import Clock
+from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobResult
 from durabl.model.options import RELEASE_WRITE_TIMEOUT
 from durabl.runtime.registry import RunRegistry
@@ -58,6 +59,11 @@ class Drain:
     @property
     def started(self) -> bool:
         return self.future is not None
+
+    def check_open(self, what: str) -> None:
+        """Refuse new work (``what``) once the drain has begun."""
+        if self.future is not None:
+            raise QueueShutdownError(f"{what} refused: the queue is shutting down")
 
     def begin(self) -> bool:
         """Fence new claims; True for the caller that must carry out the drain."""
@@ -132,13 +138,13 @@ class Drain:
         join_by = min(clock.monotonic() + RELEASE_WRITE_TIMEOUT, hard)
         for processor in processors:
             stuck += processor.join_workers(left(join_by), clock=clock)
-        # Completions handed over by finished runs: written unless the store is down. They
-        # get what is left of the grace period.
+        # Outcomes handed over by finished runs: written unless the store is down. They get
+        # what is left of the grace period.
         for processor in processors:
             unwritten = processor.close_completer(left(hard))
             if unwritten:
                 logger.warning(
-                    "shutdown left %d completions of %s jobs unwritten; the reaper will hand "
+                    "shutdown left %d outcomes of %s jobs unwritten; the reaper will hand "
                     "their jobs back and they will run again",
                     unwritten,
                     processor.type,

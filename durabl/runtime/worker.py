@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import queue as queue_module
 import random
+import socket
 import threading
 from collections.abc import Callable, Sequence
 
 from durabl.model.clock import Clock, Seconds, to_seconds
+from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobEvent, JobHandle
+from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
 from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt
@@ -29,6 +33,11 @@ MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if 
 READ_AHEAD_SECONDS = 0.05  # ...and at most this much work, at the recent pace of runs
 READ_AHEAD_LEASE_SHARE = 0.1  # ...and never more than this share of the lease
 ERROR_BACKOFF_MAX = 30.0
+
+
+def default_lease_owner() -> str:
+    """Who holds this process's claims: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def check_registration(
@@ -85,6 +94,99 @@ def run_due(
     return ran
 
 
+class Processors:
+    """The processors of one queue, by type: one per type, registered once, none after
+    the queue began closing. Finds the processor a due job wakes, or runs in the caller.
+
+    ``ready`` prepares the store (the queue's startup).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        lock: threading.RLock,
+        closing: Callable[[], bool],
+        ready: Callable[[], object],
+        lease_owner: str,
+    ) -> None:
+        self.runtime = runtime
+        self.lock = lock
+        self.closing = closing
+        self.ready = ready
+        self.lease_owner = lease_owner
+        #: The live map by type; read it under ``lock`` where registration must not race.
+        self.by_type: dict[str, Processor] = {}
+
+    def register(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int,
+        poll_interval: Seconds | None,
+        heartbeat_interval: Seconds | None,
+        default_poll_interval: Callable[[str], float],
+    ) -> Processor:
+        """A new processor for ``type`` (no threads started); refuses a second one for a
+        type, a bad handler or option, and any registration once the queue is closing.
+        ``default_poll_interval(type)`` gives the interval of a processor that chose none,
+        and has it follow push pickup."""
+        check_job_type(type)
+        interval, beat = check_registration(
+            type,
+            handler,
+            concurrency,
+            poll_interval,
+            heartbeat_interval,
+            self.runtime.visibility_timeout,
+        )
+        self.ready()
+        with self.lock:
+            if self.closing():
+                raise QueueShutdownError("process() refused: the queue is shutting down")
+            if type in self.by_type:
+                raise ValueError(f"a handler for job type {type!r} is already registered")
+            if interval is None:
+                interval = default_poll_interval(type)
+            processor = Processor(
+                type,
+                handler,
+                self.runtime,
+                concurrency=concurrency,
+                poll_interval=interval,
+                heartbeat_interval=beat,
+                lease_owner=self.lease_owner,
+            )
+            self.by_type[type] = processor
+        return processor
+
+    def all(self) -> list[Processor]:
+        return list(self.by_type.values())
+
+    def job_due(self, type: str, *, immediate: bool) -> None:
+        """A job of ``type`` became due in this process: wake its processor, or, in
+        immediate mode, run one job in the calling thread. Nothing once closing."""
+        processor = self.by_type.get(type)
+        if processor is None or self.closing():
+            return
+        if immediate:
+            processor.process_one()
+        else:
+            processor.wake()
+
+    def run_pending(self, type: str | None, *, limit: int | None) -> int:
+        """Run due jobs of ``type`` (None: every registered type) in the calling thread,
+        as :func:`run_due` does; refuses a type with no handler."""
+        self.ready()
+        if type is not None and type not in self.by_type:
+            raise ValueError(
+                f"no handler registered for {type!r}; registered: {sorted(self.by_type)}"
+            )
+        processors = [self.by_type[type]] if type else self.all()
+        return run_due(processors, limit=limit, closing=self.closing)
+
+
 class Processor:
     """Runs ``handler`` for jobs of ``type`` with ``concurrency`` worker threads."""
 
@@ -120,7 +222,8 @@ class Processor:
         self._poller: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
         self._hosts: list[HeartbeatThread] = []
-        # Completions are written in batches by one thread, while workers run on.
+        # Every outcome is written by one thread (completions in batches), while workers
+        # run on.
         self.completer: Completer[ManagedRun] = Completer(
             runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
         )
@@ -344,7 +447,7 @@ class Processor:
         return [t.name for t in self._workers if t.is_alive()]
 
     def close_completer(self, timeout: float) -> int:
-        """Write the completions still waiting, then stop the completion thread. Returns
+        """Write the outcomes still waiting, then stop the completion thread. Returns
         how many were left unwritten after ``timeout`` (their jobs stay active until the
         reaper hands them back, and then run again)."""
         if self.completer.close(timeout):
