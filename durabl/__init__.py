@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
     from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
     from durabl.stores.mongo import MongoJobQueue
+    from durabl.stores.postgres import PostgresJobQueue
     from durabl.stores.sqlite import SqliteJobQueue
     from durabl.stores.urls import backend_from_url
 
@@ -84,6 +85,7 @@ __all__ = [
     "LogEntry",
     "MemoryBackend",
     "MongoJobQueue",
+    "PostgresJobQueue",
     "NondeterminismError",
     "NonRetryable",
     "OrchestrationContext",
@@ -112,6 +114,7 @@ __all__ = [
 _LAZY = {
     "MongoJobQueue": "durabl.stores.mongo",
     "SqliteJobQueue": "durabl.stores.sqlite",
+    "PostgresJobQueue": "durabl.stores.postgres",
     "MemoryBackend": "durabl.stores.memory.backend",
     "DummyBackend": "durabl.stores.memory.backend",
     "ImmediateBackend": "durabl.stores.memory.backend",

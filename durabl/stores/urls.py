@@ -17,6 +17,8 @@ STORES: dict[str, tuple[str, str]] = {
     "mongodb+srv": ("durabl.stores.mongo", "MongoJobQueue"),
     "mongomock": ("durabl.stores.mongo", "MongoJobQueue"),
     "sqlite": ("durabl.stores.sqlite", "SqliteJobQueue"),
+    "postgresql": ("durabl.stores.postgres", "PostgresJobQueue"),
+    "postgres": ("durabl.stores.postgres", "PostgresJobQueue"),
 }
 SCHEMES = tuple(STORES)
 

@@ -29,16 +29,10 @@ import psycopg
 from psycopg import Cursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
+from tenacity import stop_after_attempt, stop_after_delay
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.stores.retrying import call_repeating
 
 logger = logging.getLogger(__name__)
 
@@ -252,17 +246,10 @@ class Database:
                 raise translate(operation, exc, self.where) from exc
             logger.warning("PostgreSQL error during %s, retrying: %s", operation, one_line(exc))
         budget = RETRY_MAX_SECONDS if timeout is None else timeout
-        retrying = Retrying(
-            retry=retry_if_exception(should_retry),
+        return call_repeating(
+            once,
+            repeat_on=should_retry,
             stop=stop_after_attempt(RETRY_ATTEMPTS - 1) | stop_after_delay(budget),
-            wait=wait_random_exponential(multiplier=0.05, max=1.0),
-            reraise=False,
+            translate=lambda exc: translate(operation, exc, self.where),
+            driver_errors=psycopg.Error,
         )
-        try:
-            return retrying(once)
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            assert cause is not None
-            raise translate(operation, cause, self.where) from cause
-        except psycopg.Error as exc:
-            raise translate(operation, exc, self.where) from exc
