@@ -74,7 +74,7 @@ def test_test_project_has_no_durabl_errors() -> None:
         ({"URL": "mongomock://ok", "EVENT_SINK": 3}, ["durabl.E002"]),
         ({"URL": "mongomock://ok", "ADMIN_LAG_THRESHOLD": -5}, ["durabl.E002"]),
         ({"URL": "mongomock://ok", "NOPE": 1, "DATABASE": 1}, ["durabl.E001", "durabl.E002"]),
-        ({"URL": "postgres://db/app"}, ["durabl.E003"]),
+        ({"URL": "redis://db/app"}, ["durabl.E003"]),  # no store for the scheme
         ({"URL": "no scheme at all"}, ["durabl.E003"]),
         ({"URL": "sqlite://relative-without-third-slash.db"}, ["durabl.E003"]),
         ({"URL": "sqlite:///:memory:"}, ["durabl.E003"]),

@@ -141,7 +141,7 @@ def test_event_sink_receives_job_events(settings: Any) -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        {"URL": "postgres://nope"},
+        {"URL": "redis://nope"},
         {"URL": 42},
         {"VISIBILITY_TIMEOUT": -1},
         {"URLL": "mongomock://"},
