@@ -5,7 +5,8 @@ in-memory backend always; a real MongoDB when ``MONGO_URL`` is set or a Docker e
 answers (testcontainers), otherwise that run skips with a one-line reason; PostgreSQL at
 ``DURABL_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``), each
 test on tables of its own, skipped with one line when no server answers (failed instead
-when ``DURABL_REQUIRE_POSTGRES=1``).
+when ``DURABL_REQUIRE_POSTGRES=1``). Where that server does not answer (and it is not
+required), a throwaway server is started from the machine's PostgreSQL binaries.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     container = _real_mongo.get("container")
     if container is not None:
         container.stop()
+    server = _postgres.pop("server", None)
+    if server is not None:
+        server.stop()
 
 
 @pytest.fixture
@@ -121,40 +125,85 @@ def make_sqlite_backend(clock: FakeClock | None = None) -> SqliteJobQueue:
 POSTGRES_URL = os.environ.get(
     "DURABL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-_postgres: dict[str, str | None] = {}
+REQUIRE_POSTGRES = "DURABL_REQUIRE_POSTGRES"
+_postgres: dict[str, Any] = {}
 
 
 def postgres_unavailable() -> str | None:
-    """Why the PostgreSQL tests cannot run (None: a server answers); probed once."""
-    if "reason" not in _postgres:
-        try:
-            import psycopg
+    """Why the PostgreSQL tests cannot run (None: a server answers); decided once.
 
-            psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
-            _postgres["reason"] = None
-        except Exception as exc:  # ImportError, or any connection failure
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            _postgres["reason"] = f"no PostgreSQL at DURABL_TEST_POSTGRES_URL: {first}"
-    return _postgres["reason"]
+    The server at ``DURABL_TEST_POSTGRES_URL`` first. When it does not answer and
+    ``DURABL_REQUIRE_POSTGRES=1`` is unset, a throwaway server from the machine's
+    PostgreSQL binaries (see :mod:`tests.postgres.server`; stopped at the end of the session);
+    ``DURABL_TEST_POSTGRES_FALLBACK=0`` turns that off."""
+    if "reason" not in _postgres:
+        _postgres["url"] = POSTGRES_URL
+        _postgres["reason"] = _probe_postgres(POSTGRES_URL)
+        fallback = os.environ.get("DURABL_TEST_POSTGRES_FALLBACK", "1") != "0"
+        if _postgres["reason"] is not None and fallback and not postgres_required():
+            from tests.postgres.server import NoServerError, ThrowawayServer
+
+            try:
+                server = ThrowawayServer.start()
+            except NoServerError as exc:
+                _postgres["reason"] += f"; no throwaway server either: {exc}"
+            else:
+                _postgres["server"] = server
+                _postgres["url"] = server.url
+                _postgres["reason"] = _probe_postgres(server.url)
+    return _postgres["reason"]  # type: ignore[no-any-return]
+
+
+def _probe_postgres(url: str) -> str | None:
+    try:
+        import psycopg
+
+        psycopg.connect(url, connect_timeout=3).close()
+    except Exception as exc:  # ImportError, or any connection failure
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"no PostgreSQL at DURABL_TEST_POSTGRES_URL: {first}"
+    return None
+
+
+def postgres_required() -> bool:
+    return os.environ.get(REQUIRE_POSTGRES) == "1"
+
+
+def require_postgres() -> str:
+    """The URL of the server the PostgreSQL tests use; skips the test with one line when
+    there is none (fails it under ``DURABL_REQUIRE_POSTGRES=1``)."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        if postgres_required():
+            pytest.fail(f"{reason} ({REQUIRE_POSTGRES}=1)")
+        pytest.skip(reason)
+    return postgres_url()
+
+
+def postgres_url() -> str:
+    """The server's URL: ``DURABL_TEST_POSTGRES_URL``, or the throwaway server's."""
+    postgres_unavailable()
+    return _postgres["url"]  # type: ignore[no-any-return]
+
+
+def postgres_table() -> str:
+    """A fresh table name for one test (``cleanup_backend`` and the fixtures drop it)."""
+    return f"durabl_t_{uuid.uuid4().hex[:10]}"
 
 
 def make_postgres_backend(clock: FakeClock | None = None) -> Any:
     """A store on tables of its own (``durabl_t_<random>``; dropped by ``cleanup_backend``)."""
-    reason = postgres_unavailable()
-    if reason is not None:
-        if os.environ.get("DURABL_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"{reason} (DURABL_REQUIRE_POSTGRES=1)")
-        pytest.skip(reason)
+    url = require_postgres()
     from durabl.stores.postgres import PostgresJobQueue
 
-    return PostgresJobQueue(POSTGRES_URL, table=f"durabl_t_{uuid.uuid4().hex[:10]}", clock=clock)
+    return PostgresJobQueue(url, table=postgres_table(), clock=clock)
 
 
 def drop_postgres_tables(prefix: str) -> None:
     """Drop every table whose name starts with ``prefix`` (a test's and its siblings')."""
     import psycopg
 
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
         names = conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
             "AND left(tablename, length(%s)) = %s",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, cleanup_backend, make_postgres_backend
+from tests.conftest import cleanup_backend, make_postgres_backend, require_postgres
 
 
 @pytest.fixture
@@ -22,5 +22,4 @@ def pg() -> Iterator[Any]:
 
 @pytest.fixture
 def pg_url() -> str:
-    make_postgres_backend().close()  # skips (or fails) with one line when no server answers
-    return POSTGRES_URL
+    return require_postgres()  # skips (or fails) with one line when no server answers
