@@ -133,6 +133,37 @@ def run_reap_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- migrate ----------------------------------------------------------------------------------
+def configure_migrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "migrate",
+        help="create or upgrade the store's schema (out of band, before processes start)",
+        description="Create the store's tables and indexes, or apply the migrations an "
+        "older schema needs (PostgreSQL: under its advisory lock, safe while workers "
+        "start), and print what was done. With --check, only report: exit 1 when a "
+        "migration is pending. Exit 1 with one line on stderr when the store cannot be "
+        "reached.",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV),
+        required=URL_ENV not in os.environ,
+        help=f"backend URL (default: ${URL_ENV})",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="report whether a migration is pending (exit 1) without applying it",
+    )
+    p.set_defaults(run=run_migrate_command)
+
+
+def run_migrate_command(args: argparse.Namespace) -> int:
+    from durabl.cli.migrate import run_migrate
+
+    return run_migrate(args.url, check=args.check, out=sys.stdout)
+
+
 # -- lint-orchestrations ----------------------------------------------------------------------
 def configure_lint_orchestrations(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -181,6 +212,7 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     configure_demo,
     configure_reap,
+    configure_migrate,
     configure_lint_orchestrations,
 )
 

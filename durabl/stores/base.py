@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import (
@@ -40,6 +40,18 @@ class EnqueueResult:
 
     job_id: str | None
     coalesced: bool = False
+
+
+class SchemaVersion(NamedTuple):
+    """A store's schema version (``current``; 0 where durabl never set up) and the newest
+    this release knows (``latest``): ``startup()`` applies the migrations in between."""
+
+    current: int
+    latest: int
+
+    @property
+    def pending(self) -> bool:
+        return self.current < self.latest
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,11 @@ class Backend(Protocol):
 
     def check_size(self, job: NewJob) -> None:
         """Raise ``DocumentTooLargeError`` when ``job`` cannot be stored."""
+
+    def schema_version(self) -> SchemaVersion | None:
+        """The schema version the store holds and the newest this release knows, read
+        without changing anything (``durabl migrate --check``); None for a store without
+        a versioned schema (its ``startup()`` only ensures indexes, or does nothing)."""
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
@@ -251,6 +268,10 @@ class StoreBase(ABC):
 
     def check_size(self, job: NewJob) -> None:  # noqa: B027 - stores with a size limit override it
         """Nothing beyond the shared payload budget that ``build_new_job`` applied."""
+
+    def schema_version(self) -> SchemaVersion | None:
+        """No versioned schema unless the store says otherwise."""
+        return None
 
     @abstractmethod
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:

@@ -29,7 +29,13 @@ from durabl.model.job import (
 )
 from durabl.model.options import NewJob, clip_reason
 from durabl.model.payload import to_millis
-from durabl.stores.base import Completion, EnqueueResult, InlineClaimResult, StoreBase
+from durabl.stores.base import (
+    Completion,
+    EnqueueResult,
+    InlineClaimResult,
+    SchemaVersion,
+    StoreBase,
+)
 from durabl.stores.postgres import codec, reads, schema, writes
 from durabl.stores.postgres.connection import Database, parse_url, redact_url, store_options
 from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
@@ -170,6 +176,14 @@ class PostgresJobQueue(StoreBase):
 
                 self._db.run(f"schema migration {migration[0]}", apply, repeatable=True)
             self._started = True
+
+    def schema_version(self) -> SchemaVersion:
+        """The tables' schema version (0: not created yet), read without migrating."""
+        t = self.tables
+        current = self._db.run(
+            "schema_version", lambda cur: schema.read_version(cur, t), repeatable=True
+        )
+        return SchemaVersion(current, schema.latest_version())
 
     def close(self) -> None:
         """Close the pool if this store made it (a caller's pool stays open)."""

@@ -39,6 +39,7 @@ from durabl.stores.base import (
     EnqueueResult,
     InlineClaimResult,
     PushListener,
+    SchemaVersion,
     StoreBase,
 )
 from durabl.stores.sqlite import codec, queries, schema, writes
@@ -197,6 +198,11 @@ class SqliteJobQueue(StoreBase):
                 )
                 self._db.run(f"schema migration {migration[0]}", apply, write=True)
             self._started = True
+
+    def schema_version(self) -> SchemaVersion:
+        """The file's schema version (0: not set up yet), read without migrating."""
+        current = self._db.run("schema_version", schema.read_version, write=False)
+        return SchemaVersion(current, schema.latest_version())
 
     def close(self) -> None:
         self._db.close_all()

@@ -1,0 +1,80 @@
+"""``durabl migrate``: create or upgrade a store's schema out of band, before any worker or
+web process starts (or ``--check`` whether that is needed).
+
+Store-neutral: the store's own ``startup()`` does the work (for PostgreSQL, each migration
+under its advisory lock, so running this while workers start is safe), and
+``schema_version()`` says where the schema stood before and after. A store without a
+versioned schema (MongoDB ensures its indexes) is reported as such.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+from durabl.stores.base import Backend, SchemaVersion
+from durabl.stores.urls import backend_from_url
+
+#: Seconds a store may take to answer before ``migrate`` gives up (MongoDB's server
+#: selection would wait 30 s; PostgreSQL's ``connect_timeout`` defaults to 5 s).
+CONNECT_TIMEOUT = 5.0
+MONGO_SCHEMES = ("mongodb", "mongodb+srv")
+
+
+def redact(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def open_store(url: str) -> Backend:
+    options: dict[str, Any] = {}
+    if url.split("://", 1)[0].lower() in MONGO_SCHEMES:
+        options["connect_timeout"] = CONNECT_TIMEOUT
+    return backend_from_url(url, **options)
+
+
+def describe(version: SchemaVersion | None) -> str:
+    return "unversioned" if version is None else f"schema version {version.current}"
+
+
+def run_migrate(url: str, *, check: bool, out: TextIO) -> int:
+    """Migrate (or check) the store at ``url``; one line on ``out``. Exit code: 0 done or
+    nothing pending, 1 ``--check`` found a migration pending. Store errors propagate (the
+    command line prints them on one line, exit 1)."""
+    where = redact(url)
+    backend = open_store(url)
+    try:
+        before = backend.schema_version()
+        if check:
+            if before is None:
+                print(f"{where}: no versioned schema; `durabl migrate` ensures indexes", file=out)
+                return 0
+            if before.pending:
+                print(
+                    f"{where}: migration pending: {describe(before)}, this release's is "
+                    f"{before.latest}; run `durabl migrate`",
+                    file=out,
+                )
+                return 1
+            print(f"{where}: up to date at {describe(before)}", file=out)
+            return 0
+        backend.startup()
+        after = backend.schema_version()
+    finally:
+        backend.close()
+    if after is None:
+        print(f"{where}: no versioned schema; indexes ensured", file=out)
+    elif before is not None and before.current == after.current:
+        print(f"{where}: up to date at {describe(after)}; nothing to do", file=out)
+    else:
+        print(f"{where}: migrated {describe(before)} -> {after.current}", file=out)
+    return 0
