@@ -302,14 +302,16 @@ def test_two_workers_and_a_producer_with_a_killed_and_restarted_worker(
     # A job may run twice only if a killed worker ran it first (at-least-once), never else.
     assert {job_id for job_id, n in runs.items() if n > 1} <= killed_claims
     # No job is charged more attempts than its handler began, except by a kill between a
-    # claim for an idle thread (charged at the claim, unlike a read-ahead claim) and its
-    # handler's first line: at most one such claim per worker thread per kill.
+    # claim for an idle thread (charged at the claim, unlike a read-ahead claim, which the
+    # reaper refunds) and its handler's first line: at most one attempt per job, and only
+    # a few jobs per kill (the claims in flight when the process died).
     starts: Counter[str] = Counter()
     for proc in [steady, *logs]:
         starts += Counter(line.split()[1] for line in proc.lines() if line.startswith("start "))
     unstarted = {job_id: job.attempts - starts[job_id] for job_id, job in jobs.items()}
     charged = {job_id: n for job_id, n in unstarted.items() if n > 0}
-    assert sum(charged.values()) <= 3 * 2, charged  # 3 kills, concurrency 2
+    assert max(charged.values(), default=0) <= 1, charged
+    assert len(charged) <= 3 * 8, charged  # 3 kills; generous: 2 idle threads per claim
 
 
 def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
