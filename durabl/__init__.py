@@ -43,7 +43,7 @@ from durabl.runtime.globals import (
 )
 from durabl.runtime.queue import JobQueue
 from durabl.runtime.run import Handler
-from durabl.stores.base import Backend
+from durabl.stores.base import BACKEND_OPERATIONS, Backend
 
 if TYPE_CHECKING:
     from durabl.cli.args import positive_int_arg, positive_seconds_arg
@@ -58,6 +58,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "AbortSignal",
+    "BACKEND_OPERATIONS",
     "Backend",
     "backend_from_url",
     "BackendUnavailableError",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
@@ -20,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from durabl import (
+    BACKEND_OPERATIONS,
     Backend,
     JobEvent,
     JobQueue,
@@ -128,11 +128,7 @@ class MisconfiguredBackend(MemoryBackend):
 #: Every operation of the Backend protocol refuses; reading the clock, closing and asking
 #: about push pickup stay harmless. Derived from the protocol, so a new operation refuses too.
 REFUSED = tuple(
-    name
-    for name, value in vars(Backend).items()
-    if inspect.isfunction(value)
-    and not name.startswith("_")
-    and name not in ("now", "close", "push_unavailable")
+    name for name in BACKEND_OPERATIONS if name not in ("now", "close", "push_unavailable")
 )
 for _name in REFUSED:
     setattr(MisconfiguredBackend, _name, MisconfiguredBackend.refuse)

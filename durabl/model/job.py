@@ -144,13 +144,16 @@ class FencedWrites(Protocol):
     token. Every store (:class:`durabl.stores.base.Backend`) provides them; the model names
     only these, so it imports no store."""
 
-    def now(self) -> datetime: ...
+    def now(self) -> datetime:
+        """The store's notion of the current instant (server time where it has one)."""
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult: ...
+    ) -> HeartbeatResult:
+        """Renew the lease (and store ``logs``) while ``token`` holds the claim."""
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
+    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        """Record the run as completed."""
 
     def fail(
         self,
@@ -161,11 +164,15 @@ class FencedWrites(Protocol):
         retry_at: datetime,
         logs: Sequence[LogEntry] = (),
         exhausted: FailureKind = "retries-exhausted",
-    ) -> JobResult: ...
+    ) -> JobResult:
+        """Retry at ``retry_at`` when attempts remain, else fail with failure kind
+        ``exhausted`` (``interrupted`` when a ``BaseException`` ended the last attempt).
+        ``superseded`` when a pending follower already holds the key."""
 
     def fail_fatal(
         self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
-    ) -> JobResult: ...
+    ) -> JobResult:
+        """Fail at once with failure kind ``fatal``, whatever attempts remain."""
 
     def release(
         self,
@@ -175,11 +182,21 @@ class FencedWrites(Protocol):
         logs: Sequence[LogEntry] = (),
         timeout: float | None = None,
         run_at: datetime | None = None,
-    ) -> JobResult: ...
+    ) -> JobResult:
+        """Back to pending, keeping its ``run_at`` (its place in line) unless ``run_at`` is
+        given (a durable sleep hands the job back until its wake time), refunding the
+        attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
+        the whole write."""
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult: ...
+    ) -> JournalAppendResult:
+        """Append ``records`` (portable dicts, already validated) to the job's journal, in
+        order, when ``token`` holds the claim and the journal holds exactly ``position``
+        records. A repeat of an append that already applied under the same claim reports
+        ``applied`` without appending twice. Anything else is ``lease-lost`` and changes
+        nothing. Supported when the store's ``supports_journal`` is True; the journal is
+        read back as :attr:`Job.journal` by ``claim`` and ``get_job``."""
 
 
 @dataclass(frozen=True, kw_only=True)

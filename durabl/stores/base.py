@@ -8,6 +8,7 @@ is retried after an ambiguous failure reports its first result.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,20 +18,18 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import (
     FailureKind,
-    HeartbeatResult,
+    FencedWrites,
     Job,
     JobEvent,
     JobFilter,
     JobHandle,
     JobResult,
-    JournalAppendResult,
-    JournalRecord,
     LogEntry,
     PickupMode,
     QueueStats,
     ReapReport,
 )
-from durabl.model.options import NewJob
+from durabl.model.options import NewJob, clip_reason
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,31 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A failed attempt, as :meth:`StoreBase.write_failure` records it. ``reason`` is
+    already clipped to the stored length. ``retry_at`` None: fail at once (``fail_fatal``);
+    else retry then, unless no attempt remains: failed with failure kind ``kind``."""
+
+    reason: str
+    retry_at: datetime | None
+    kind: FailureKind
+
+    @property
+    def op(self) -> str:
+        """The operation's name in receipts, retries and errors."""
+        return "fail" if self.retry_at is not None else "fail-fatal"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A run handed back, as :meth:`StoreBase.write_release` records it: pending again at
+    its old place in line, or at ``run_at``; ``timeout`` bounds the whole write."""
+
+    run_at: datetime | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
 class InlineClaimResult:
     """The outcome of :meth:`Backend.claim_or_enqueue`: a handle, or the job that now covers
     the work (``job_id`` of a new pending follower, or None)."""
@@ -74,10 +98,11 @@ class InlineClaimResult:
 
 
 @runtime_checkable
-class Backend(Protocol):
+class Backend(FencedWrites, Protocol):
     """A job store. Thread-safe; synchronous. Stores subclass :class:`StoreBase`, which
     declares every capability with its default and writes the store-neutral operations
-    once."""
+    once. The writes fenced on a claim token (and the clock read) are declared by
+    :class:`durabl.model.job.FencedWrites`."""
 
     #: True when the store can hold an orchestration journal on the job.
     supports_journal: bool
@@ -99,9 +124,6 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections this backend opened itself."""
-
-    def now(self) -> datetime:
-        """The store's notion of the current instant (server time where it has one)."""
 
     def check_size(self, job: NewJob) -> None:
         """Raise ``DocumentTooLargeError`` when ``job`` cannot be stored."""
@@ -149,59 +171,11 @@ class Backend(Protocol):
     ) -> JobHandle[Any] | None:
         """Claim the due pending job of ``type`` holding ``dedupe_key``, if any."""
 
-    # -- fenced writes --------------------------------------------------------------------
-    def heartbeat(
-        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult: ...
-
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult: ...
-
+    # -- fenced writes (the rest are :class:`durabl.model.job.FencedWrites`) -------------
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
         """:meth:`complete` for each of ``completions``, in order, one result each. A store
         may write them together (one transaction); each is still fenced on its own token,
         so one lost lease does not stop the others."""
-
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
-    ) -> JobResult:
-        """Retry at ``retry_at`` when attempts remain, else fail with failure kind
-        ``exhausted`` (``interrupted`` when a ``BaseException`` ended the last attempt).
-        ``superseded`` when a pending follower already holds the key."""
-
-    def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
-    ) -> JobResult: ...
-
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
-    ) -> JobResult:
-        """Back to pending, keeping its ``run_at`` (its place in line) unless ``run_at`` is
-        given (a durable sleep hands the job back until its wake time), refunding the
-        attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
-        the whole write."""
-
-    def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
-        """Append ``records`` (portable dicts, already validated) to the job's journal, in
-        order, when ``token`` holds the claim and the journal holds exactly ``position``
-        records. A repeat of an append that already applied under the same claim reports
-        ``applied`` without appending twice. Anything else is ``lease-lost`` and changes
-        nothing. Supported when ``supports_journal`` is True; the journal is read back as
-        :attr:`Job.journal` by ``claim`` and ``get_job``."""
 
     # -- recovery and operations ----------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
@@ -273,9 +247,66 @@ class StoreBase(ABC):
         """No versioned schema unless the store says otherwise."""
         return None
 
-    @abstractmethod
+    # -- fenced writes: the public signatures once, each store writes the outcome --------
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        """See :meth:`Backend.complete`."""
+        """See :meth:`Backend.complete`: one completion through :meth:`write_completions`."""
+        return self.write_completions("complete", [Completion(job_id, token, logs)])[0]
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+        """See :meth:`Backend.complete_many`."""
+        return self.write_completions("complete_many", completions) if completions else []
+
+    def fail(
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        retry_at: datetime,
+        logs: Sequence[LogEntry] = (),
+        exhausted: FailureKind = "retries-exhausted",
+    ) -> JobResult:
+        """See :meth:`Backend.fail`."""
+        return self.write_failure(
+            job_id, token, Failure(clip_reason(reason), retry_at, exhausted), logs
+        )
+
+    def fail_fatal(
+        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        """See :meth:`Backend.fail_fatal`."""
+        return self.write_failure(job_id, token, Failure(clip_reason(reason), None, "fatal"), logs)
+
+    def release(
+        self,
+        job_id: str,
+        token: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        timeout: float | None = None,
+        run_at: datetime | None = None,
+    ) -> JobResult:
+        """See :meth:`Backend.release`."""
+        return self.write_release(job_id, token, Release(run_at, timeout), logs)
+
+    @abstractmethod
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        """Record every completion (at least one), each fenced on its own token, one result
+        each in order; ``op`` names the call (``complete`` or ``complete_many``) in retries
+        and errors. A store that can, writes them together."""
+
+    @abstractmethod
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """Record ``failure`` under the receipt ``failure.op``, fenced on ``token``."""
+
+    @abstractmethod
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """Record ``release`` under the receipt ``release``, fenced on ``token``, refunding
+        the attempt; ``superseded`` when a follower holds the pending slot."""
 
     @abstractmethod
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
@@ -316,11 +347,6 @@ class StoreBase(ABC):
         """How many jobs ``filters`` selects (for :meth:`count_jobs`, as :meth:`find_jobs`
         is for :meth:`list_jobs`)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement count_matching")
-
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        """One :meth:`complete` per completion; stores that can write them together
-        override this."""
-        return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
 
     def recover_stuck_jobs(self, visibility_timeout: float) -> int:
         """Sweep until nothing expired is left: the number of jobs recovered (pending
@@ -389,3 +415,20 @@ class PushSource(Protocol):
 
     def open_push(self, listener: PushListener) -> PushWatcher:
         """A watcher, not started, that reports to ``listener``."""
+
+
+def protocol_operations(protocol: type) -> tuple[str, ...]:
+    """The public methods ``protocol`` declares, its base protocols' included, in
+    declaration order: what a stand-in for a store (recording or refusing) wraps."""
+    names: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if cls is object or not getattr(cls, "_is_protocol", False):
+            continue
+        for name, value in vars(cls).items():
+            if inspect.isfunction(value) and not name.startswith("_"):
+                names[name] = None
+    return tuple(names)
+
+
+#: Every operation of :class:`Backend`, the fenced writes included.
+BACKEND_OPERATIONS = protocol_operations(Backend)

@@ -175,19 +175,13 @@ def test_fixing_the_setting_recovers(settings: Any) -> None:
 
 
 def test_a_misconfigured_backend_refuses_every_store_operation() -> None:
-    import inspect
-
     from django.core.exceptions import ImproperlyConfigured
 
-    from durabl import Backend
+    from durabl import BACKEND_OPERATIONS
     from durabl_django.runtime import MisconfiguredBackend
 
     backend = MisconfiguredBackend(ImproperlyConfigured("bad DURABL"))
-    operations = [
-        name
-        for name, value in vars(Backend).items()
-        if inspect.isfunction(value) and not name.startswith("_")
-    ]
+    operations = list(BACKEND_OPERATIONS)
     assert {"complete_many", "append_journal", "mark_started", "enqueue"} <= set(operations)
     for name in operations:
         if name in ("now", "close", "push_unavailable"):

@@ -20,7 +20,7 @@ from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend, SqliteJob
 from durabl.model.job import JobResult
 from durabl.runtime.completer import Completer
 from durabl.runtime.run import Handler, ManagedRun
-from durabl.stores.base import Backend, Completion
+from durabl.stores.base import Backend, Completion, StoreBase
 from durabl.testing import FakeClock, wait_until
 
 VT = 30
@@ -304,15 +304,25 @@ def test_one_completion_that_cannot_be_written_does_not_cost_the_others(
     assert len(of_kind(events, "completed")) == 3
 
 
-def test_a_store_without_complete_many_gets_one_complete_per_run(
+def test_every_completion_reaches_the_store_through_write_completions(
     q: JobQueue, completer: Completer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delattr(type(q.backend), "complete_many")
+    backend = q.backend
+    assert isinstance(backend, StoreBase)
+    write = backend.write_completions
+    batches: list[int] = []
+
+    def recording(op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        batches.append(len(completions))
+        return write(op, completions)
+
+    monkeypatch.setattr(backend, "write_completions", recording)
     runs = [claim_run(q, data={"n": n}) for n in range(3)]
     for run in runs:
         hand_over(run, completer)
     assert completer.close(5)
     assert all(status(q, run.job_id) == "completed" for run in runs)
+    assert sum(batches) == 3 and all(batches)
 
 
 def test_a_sink_raising_system_exit_does_not_stop_later_completions(

@@ -9,7 +9,6 @@ are in :mod:`durabl.stores.memory.store`; this module holds the Backend methods 
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import uuid
 from collections import Counter
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
-    FailureKind,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -33,10 +31,19 @@ from durabl.model.job import (
     ReapReport,
     handle_for,
 )
-from durabl.model.options import NewJob, clip_reason
+from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
-from durabl.stores.base import Backend, Completion, EnqueueResult, InlineClaimResult, StoreBase
+from durabl.stores.base import (
+    BACKEND_OPERATIONS,
+    Backend,
+    Completion,
+    EnqueueResult,
+    Failure,
+    InlineClaimResult,
+    Release,
+    StoreBase,
+)
 from durabl.stores.memory.store import MemoryStore, Record
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
@@ -194,69 +201,44 @@ class MemoryBackend(StoreBase):
             self._store.add_logs(rec, logs)
             return "applied"
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         with self._store.lock:
-            rec = self._store.fence(job_id, token, "complete")
-            if isinstance(rec, JobResult):
-                return rec
-            self._store.move(rec, "completed", self.now())
-            return self._store.applied(rec, token, "complete", "completed", logs)
+            return [self._complete(c) for c in completions]
 
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        with self._store.lock:
-            return [self.complete(c.job_id, c.token, logs=c.logs) for c in completions]
+    def _complete(self, completion: Completion) -> JobResult:
+        token = completion.token
+        rec = self._store.fence(completion.job_id, token, "complete")
+        if isinstance(rec, JobResult):
+            return rec
+        self._store.move(rec, "completed", self.now())
+        return self._store.applied(rec, token, "complete", "completed", completion.logs)
 
-    def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
+        op = failure.op
         with self._store.lock:
-            rec = self._store.fence(job_id, token, "fail-fatal")
-            if isinstance(rec, JobResult):
-                return rec
-            self._store.move(rec, "failed", self.now())
-            rec.fail_reason = clip_reason(reason)
-            rec.failure_kind = "fatal"
-            return self._store.applied(rec, token, "fail-fatal", "failed-terminal", logs)
-
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
-    ) -> JobResult:
-        with self._store.lock:
-            rec = self._store.fence(job_id, token, "fail")
+            rec = self._store.fence(job_id, token, op)
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
-            reason = clip_reason(reason)
-            if rec.attempts >= rec.max_attempts:
+            if failure.retry_at is None or rec.attempts >= rec.max_attempts:
                 self._store.move(rec, "failed", now)
-                rec.fail_reason = reason
-                rec.failure_kind = exhausted
-                return self._store.applied(rec, token, "fail", "failed-terminal", logs)
+                rec.fail_reason = failure.reason
+                rec.failure_kind = failure.kind
+                return self._store.applied(rec, token, op, "failed-terminal", logs)
             if not self._store.can_move(rec, "pending"):
-                return self._supersede(rec, token, "fail", now, logs)  # reason not kept
+                return self._supersede(rec, token, op, now, logs)  # reason not kept
             self._store.move(rec, "pending", now)
-            rec.run_at = to_millis(retry_at)
-            rec.fail_reason = reason
-            return self._store.applied(rec, token, "fail", "retry-scheduled", logs)
+            rec.run_at = to_millis(failure.retry_at)
+            rec.fail_reason = failure.reason
+            return self._store.applied(rec, token, op, "retry-scheduled", logs)
 
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
     ) -> JobResult:
-        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
-        ``timeout`` is accepted for the protocol; a memory write never blocks for long."""
+        """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
+        attempt. The timeout needs no bound here: a memory write never blocks for long."""
         with self._store.lock:
             rec = self._store.fence(job_id, token, "release")
             if isinstance(rec, JobResult):
@@ -266,8 +248,8 @@ class MemoryBackend(StoreBase):
                 return self._supersede(rec, token, "release", now, logs)
             self._store.move(rec, "pending", now)
             rec.attempts -= 1
-            if run_at is not None:
-                rec.run_at = to_millis(run_at)
+            if release.run_at is not None:
+                rec.run_at = to_millis(release.run_at)
             return self._store.applied(rec, token, "release", "released", logs)
 
     def append_journal(
@@ -463,10 +445,7 @@ class DummyBackend(MemoryBackend):
 
 
 # Every public method of the Backend protocol except the clock read.
-_RECORDED = tuple(
-    name for name, value in vars(Backend).items()
-    if inspect.isfunction(value) and not name.startswith("_") and name != "now"
-)  # fmt: skip
+_RECORDED = tuple(name for name in BACKEND_OPERATIONS if name != "now")
 
 
 def _recording(name: str, method: Callable[..., Any]) -> Callable[..., Any]:

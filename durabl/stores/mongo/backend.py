@@ -25,7 +25,6 @@ from pymongo.errors import DuplicateKeyError
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError, DurablError
 from durabl.model.job import (
-    FailureKind,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -43,14 +42,15 @@ from durabl.model.options import (
     PUSH_SAFETY_POLL_INTERVAL,
     RECEIPTS_KEPT,
     NewJob,
-    clip_reason,
 )
 from durabl.model.rules import resolve_miss
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
+    Failure,
     InlineClaimResult,
     PushListener,
+    Release,
     StoreBase,
 )
 from durabl.stores.mongo import codec, factory
@@ -491,19 +491,19 @@ class MongoJobQueue(StoreBase):
 
         return self.store.call("heartbeat", beat)
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        update = codec.terminal_update("completed", self.now())
-        return self._fenced(job_id, token, "complete", "completed", update, logs)
-
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        """The whole batch in one unordered ``bulk_write``: per completion, the update and
-        receipt :meth:`complete` writes, fenced on its own token. When every update
-        matched, all are ``completed``; else each is resolved from its job's receipts,
-        which also answers a repeat of a batch whose reply was lost. A write error on
-        one update raises as :meth:`complete` would; a repeat answers the rest."""
-        if not completions:
-            return []
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        """``complete``: one fenced update. ``complete_many``: one unordered ``bulk_write`` with
+        each one's fenced update and receipt. When every update matched, all are
+        ``completed``; else each is resolved from its job's receipts, which also answers a
+        repeat of a batch whose reply was lost. A write error on one update raises as a
+        single completion would; a repeat answers the rest."""
         now = self.now()
+        if op == "complete":  # one completion: one fenced update
+            (one,) = completions
+            update_doc = codec.terminal_update("completed", now)
+            return [
+                self._fenced(one.job_id, one.token, "complete", "completed", update_doc, one.logs)
+            ]
 
         def update(completion: Completion) -> dict[str, Any]:
             doc = codec.terminal_update("completed", now)
@@ -519,56 +519,42 @@ class MongoJobQueue(StoreBase):
                 return [JobResult("completed")] * len(requests)
             return [self._resolve_miss(oid, token, "complete") for oid, token in batch.fences]
 
-        return batch.answers(self.store.call("complete_many", write) if requests else [])
+        return batch.answers(self.store.call(op, write) if requests else [])
 
-    def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
-        update = codec.terminal_update(
-            "failed", self.now(), fail_reason=clip_reason(reason), failure_kind="fatal"
-        )
-        return self._fenced(job_id, token, "fail-fatal", "failed-terminal", update, logs)
-
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
-    ) -> JobResult:
+        op, reason, kind = failure.op, failure.reason, failure.kind
+        if failure.retry_at is None:
+            update = codec.terminal_update(
+                "failed", self.now(), fail_reason=reason, failure_kind=kind
+            )
+            return self._fenced(job_id, token, op, "failed-terminal", update, logs)
         oid = codec.parse_id(job_id)
         if oid is None:
             return JobResult("not-found")
         now = self.now()
-        reason = clip_reason(reason)
         doc = self.store.call(
-            "fail",
+            op,
             lambda: self.store.col.find_one(
                 {"_id": oid, "claim_token": token, "status": "active"},
                 {"attempts": 1, "max_attempts": 1},
             ),
         )
         if doc is None:
-            return self.store.call("fail", lambda: self._resolve_miss(oid, token, "fail"))
+            return self.store.call(op, lambda: self._resolve_miss(oid, token, op))
         if doc["attempts"] >= doc["max_attempts"]:
-            update = codec.terminal_update(
-                "failed", now, fail_reason=reason, failure_kind=exhausted
-            )
-            return self._fenced(job_id, token, "fail", "failed-terminal", update, logs)
-        update = codec.back_to_pending(now, run_at=retry_at, fail_reason=reason)
+            update = codec.terminal_update("failed", now, fail_reason=reason, failure_kind=kind)
+            return self._fenced(job_id, token, op, "failed-terminal", update, logs)
+        update = codec.back_to_pending(now, run_at=failure.retry_at, fail_reason=reason)
         return self._fenced(
             job_id,
             token,
-            "fail",
+            op,
             "retry-scheduled",
             update,
             logs,
-            on_duplicate=lambda oid: self._supersede(
-                oid, token, "fail", now, logs, fail_reason=reason
-            ),
+            on_duplicate=lambda oid: self._supersede(oid, token, op, now, logs, fail_reason=reason),
         )
 
     def _supersede(
@@ -591,20 +577,14 @@ class MongoJobQueue(StoreBase):
             return JobResult("superseded")
         return self._resolve_miss(oid, token, op)
 
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         now = self.now()
         update = (
             codec.back_to_pending(now)
-            if run_at is None
-            else codec.back_to_pending(now, run_at=run_at)
+            if release.run_at is None
+            else codec.back_to_pending(now, run_at=release.run_at)
         )
         update["$inc"] = {"attempts": -1}
         return self._fenced(
@@ -615,7 +595,7 @@ class MongoJobQueue(StoreBase):
             update,
             logs,
             on_duplicate=lambda oid: self._supersede(oid, token, "release", now, logs),
-            timeout=timeout,
+            timeout=release.timeout,
         )
 
     def append_journal(

@@ -27,12 +27,14 @@ from durabl.model.job import (
     ResultStatus,
     handle_for,
 )
-from durabl.model.options import NewJob, clip_reason
+from durabl.model.options import NewJob
 from durabl.model.payload import to_millis
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
+    Failure,
     InlineClaimResult,
+    Release,
     SchemaVersion,
     StoreBase,
 )
@@ -334,14 +336,8 @@ class PostgresJobQueue(StoreBase):
 
         return self._run("heartbeat", beat, repeatable=not logs, transaction=bool(logs))
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        return self._complete("complete", [Completion(job_id, token, logs)])[0]
-
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         """One UPDATE for every completion, each fenced on its own token."""
-        return self._complete("complete_many", completions) if completions else []
-
-    def _complete(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         now, q = self._now_param(), self._q
         with_logs = any(c.logs for c in completions)
         return self._run(
@@ -351,45 +347,24 @@ class PostgresJobQueue(StoreBase):
             transaction=with_logs or len(completions) > 1,
         )
 
-    def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
-        clipped, q = clip_reason(reason), self._q
+        q, reason, kind, retry_at = self._q, failure.reason, failure.kind, failure.retry_at
 
         def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
-            done = writes.terminal(cur, q, params, "failed", reason=clipped, kind="fatal")
+            if retry_at is not None:
+                return writes.fail(cur, q, params, reason, retry_at, kind)
+            done = writes.terminal(cur, q, params, "failed", reason=reason, kind=kind)
             return "failed-terminal" if done else None
 
-        return self._fenced("fail-fatal", job_id, token, logs, apply)
+        return self._fenced(failure.op, job_id, token, logs, apply)
 
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
     ) -> JobResult:
-        clipped, q = clip_reason(reason), self._q
-
-        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
-            return writes.fail(cur, q, params, clipped, retry_at, exhausted)
-
-        return self._fenced("fail", job_id, token, logs, apply)
-
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
-    ) -> JobResult:
-        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
-        ``timeout`` bounds the pool wait, each statement and the retries."""
+        """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
+        attempt. The timeout bounds the pool wait, each statement and the retries."""
         q = self._q
 
         def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
@@ -397,10 +372,10 @@ class PostgresJobQueue(StoreBase):
             if row is None:
                 return None
             return writes.to_pending_or_supersede(
-                cur, q, params, row["followed"], "released", refund=True, run_at=run_at
+                cur, q, params, row["followed"], "released", refund=True, run_at=release.run_at
             )
 
-        return self._fenced("release", job_id, token, logs, apply, timeout=timeout)
+        return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int

@@ -18,7 +18,6 @@ from urllib.parse import unquote
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
 from durabl.model.job import (
-    FailureKind,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -32,13 +31,15 @@ from durabl.model.job import (
     ResultStatus,
     handle_for,
 )
-from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob, clip_reason
+from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
+    Failure,
     InlineClaimResult,
     PushListener,
+    Release,
     SchemaVersion,
     StoreBase,
 )
@@ -392,59 +393,38 @@ class SqliteJobQueue(StoreBase):
 
         return self._write("heartbeat", beat)
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        return self._complete("complete", [Completion(job_id, token, logs)])[0]
-
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         """Every completion in one write transaction, each fenced on its own token."""
-        return self._complete("complete_many", completions) if completions else []
-
-    def _complete(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         now = self._now_ms()
         return self._write(op, lambda conn: writes.complete_many(conn, completions, now))
 
-    def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
-        clipped = clip_reason(reason)
+        reason, kind = failure.reason, failure.kind
 
-        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
-            extra = ", fail_reason = :reason, failure_kind = 'fatal'"
-            done = writes.set_terminal(conn, {**params, "reason": clipped}, "failed", extra)
-            return "failed-terminal" if done else None
+        if failure.retry_at is None:
 
-        return self._fenced("fail-fatal", job_id, token, logs, apply)
+            def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+                extra = ", fail_reason = :reason, failure_kind = :kind"
+                fatal = {**params, "reason": reason, "kind": kind}
+                done = writes.set_terminal(conn, fatal, "failed", extra)
+                return "failed-terminal" if done else None
 
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
+        else:
+            retry_ms = codec.to_ms(failure.retry_at)
+
+            def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+                return writes.fail(conn, params, reason, retry_ms, kind)
+
+        return self._fenced(failure.op, job_id, token, logs, apply)
+
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
     ) -> JobResult:
-        clipped = clip_reason(reason)
-        retry_ms = codec.to_ms(retry_at)
-
-        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
-            return writes.fail(conn, params, clipped, retry_ms, exhausted)
-
-        return self._fenced("fail", job_id, token, logs, apply)
-
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
-    ) -> JobResult:
-        """Back to pending at its old ``run_at`` (or at ``run_at``), refunding the attempt.
-        ``timeout`` bounds the wait for the write lock, retries included."""
-        wake = None if run_at is None else codec.to_ms(run_at)
+        """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
+        attempt. The timeout bounds the wait for the write lock, retries included."""
+        wake = None if release.run_at is None else codec.to_ms(release.run_at)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
             extra = ", attempts = attempts - 1"
@@ -453,7 +433,7 @@ class SqliteJobQueue(StoreBase):
                 params = {**params, "run_at": wake}
             return writes.to_pending_or_supersede(conn, params, extra, "released")
 
-        return self._fenced("release", job_id, token, logs, apply, timeout=timeout)
+        return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
