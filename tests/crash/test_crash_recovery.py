@@ -319,16 +319,18 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
 ) -> None:
     ids = [queue.enqueue("t", {"n": n}, max_attempts=1) or "" for n in range(3000)]
     doomed = spawn(
-        procs, "worker", url, tmp_path / "a.log", "--concurrency", "2", "--work", "0.002"
+        procs, "worker", url, tmp_path / "a.log", "--concurrency", "2", "--work", "0.02"
     )
 
+    # Handlers of 20 ms keep a read-ahead claim waiting for tens of milliseconds: far longer
+    # than it takes from seeing one to the kill, so the kill lands while one waits.
     def read_ahead_waiting() -> bool:
         # Kill once the worker is well into the backlog and holds a claim it has not
         # started (a read-ahead claim): without one there would be nothing to test.
         lines = doomed.lines()
         claimed = {line.split()[1] for line in lines if line.startswith("claimed ")}
         started = {line.split()[1] for line in lines if line.startswith("start ")}
-        return len(started) >= 200 and bool(claimed - started)
+        return len(started) >= 100 and bool(claimed - started)
 
     wait_until(read_ahead_waiting, timeout=30, interval=0.005)
     doomed.kill()
