@@ -318,9 +318,7 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
     url: str, tmp_path: Path, queue: JobQueue, procs: list[Proc]
 ) -> None:
     ids = [queue.enqueue("t", {"n": n}, max_attempts=1) or "" for n in range(3000)]
-    doomed = spawn(
-        procs, "worker", url, tmp_path / "a.log", "--concurrency", "2", "--work", "0.02"
-    )
+    doomed = spawn(procs, "worker", url, tmp_path / "a.log", "--concurrency", "2", "--work", "0.02")
 
     # Handlers of 20 ms keep a read-ahead claim waiting for tens of milliseconds: far longer
     # than it takes from seeing one to the kill, so the kill lands while one waits.
