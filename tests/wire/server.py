@@ -172,9 +172,9 @@ class Wire:
         return not self.server.got(timeout=0.05)
 
     # -- documents ------------------------------------------------------------------------
-    def job(self, *, status: str = "pending", token: str | None = None, **options: Any) -> dict[
-        str, Any
-    ]:
+    def job(
+        self, *, status: str = "pending", token: str | None = None, **options: Any
+    ) -> dict[str, Any]:
         """A job document as the store writes it (``token``: active under that claim)."""
         now = _now()
         doc = codec.new_document(build_new_job("email", {"to": "a@example.com"}, **options), now)
@@ -235,9 +235,9 @@ def claimed_by(request: Request, doc: Mapping[str, Any]) -> dict[str, Any]:
     return after
 
 
-def receipt(doc: Mapping[str, Any], token: str, op: str, result: str, status: str) -> dict[
-    str, Any
-]:
+def receipt(
+    doc: Mapping[str, Any], token: str, op: str, result: str, status: str
+) -> dict[str, Any]:
     """What the store finds when it reads a job back after a fenced write applied."""
     return {"_id": doc["_id"], "status": status, "receipts": [{"t": token, "op": op, "r": result}]}
 
