@@ -23,7 +23,11 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
-from durabl.model.exceptions import DedupeScopeConflictError, DurablError
+from durabl.model.exceptions import (
+    BackendUnavailableError,
+    DedupeScopeConflictError,
+    DurablError,
+)
 from durabl.model.job import (
     HeartbeatResult,
     Job,
@@ -346,8 +350,21 @@ class MongoJobQueue(StoreBase):
             return handle_for(codec.to_job(doc), token, self), False
 
         # Not repeated on transient errors: a claim that applied but whose reply was lost
-        # would claim a second job; the lost one comes back through the reaper.
-        return self.store.call("claim", claim, retry=False)
+        # would claim a second job (the driver's own retry repeats the same write, which the
+        # server answers from its record).
+        try:
+            return self.store.call("claim", claim, retry=False)
+        except BackendUnavailableError:
+            # The token is this claim's alone: one read (on the lease index) finds the job
+            # it took if it applied, which would otherwise wait a whole lease for the reaper.
+            def taken() -> dict[str, Any] | None:
+                fence = {"status": "active", "heartbeat_at": now, "claim_token": token}
+                return self.store.col.find_one(fence, NO_RECEIPTS)
+
+            doc = self.store.call("claim", taken)
+            if doc is None:
+                raise
+            return handle_for(codec.to_job(doc), token, self), False
 
     def claim(
         self,
@@ -365,7 +382,15 @@ class MongoJobQueue(StoreBase):
             if skipped:
                 query["_id"] = {"$nin": skipped}
             reserve = starting is not None and len(claimed) >= starting
-            handle, blocked = self._claim_one(query, now, lease_owner, reserve)
+            try:
+                handle, blocked = self._claim_one(query, now, lease_owner, reserve)
+            except DurablError as exc:
+                if not claimed:
+                    raise
+                # The jobs already claimed are held: hand them over rather than strand them
+                # for a lease; the next claim meets the error again if it lasts.
+                logger.warning("claim of %s stopped after %d jobs: %s", type, len(claimed), exc)
+                break
             if handle is not None:
                 claimed.append(handle)
                 continue

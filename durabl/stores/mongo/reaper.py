@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from durabl.model.job import ReapReport
+from durabl.model.options import RECEIPTS_KEPT
 from durabl.model.rules import STALLED_REASON, reap_decision
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.store import MongoStore
@@ -44,8 +46,9 @@ class MongoReaper:
         )
         recovered = stalled = superseded = 0
         ids: list[str] = []
+        sweep = uuid.uuid4().hex  # this sweep's receipts
         for doc in stuck:
-            outcome = self._reap_one(doc, cutoff, now)
+            outcome = self._reap_one(doc, cutoff, now, sweep)
             if outcome is None:
                 continue
             ids.append(str(doc["_id"]))
@@ -57,7 +60,9 @@ class MongoReaper:
                 recovered += 1
         return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, tuple(ids))
 
-    def _reap_one(self, doc: Mapping[str, Any], cutoff: datetime, now: datetime) -> str | None:
+    def _reap_one(
+        self, doc: Mapping[str, Any], cutoff: datetime, now: datetime, sweep: str
+    ) -> str | None:
         query = {
             "_id": doc["_id"],
             "status": "active",
@@ -81,12 +86,27 @@ class MongoReaper:
             if decision == "refund":
                 update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
 
+        def receipted(update: dict[str, Any], result: str) -> dict[str, Any]:
+            entry = {"t": sweep, "op": "reap", "r": result}
+            return {**update, "$push": {"receipts": {"$each": [entry], "$slice": -RECEIPTS_KEPT}}}
+
+        def mine() -> str | None:
+            """A repeat that matched nothing: this sweep's own write if its receipt is
+            there (its reply was lost), else someone else's (not counted)."""
+            found = self.store.col.find_one(
+                {"_id": doc["_id"], "receipts": {"$elemMatch": {"t": sweep, "op": "reap"}}},
+                {"receipts": 1},
+            )
+            receipts = found.get("receipts", ()) if found else ()
+            return next((r["r"] for r in receipts if r.get("t") == sweep), None)
+
         def write() -> str | None:
             try:
-                res = self.store.col.update_one(query, update)
+                res = self.store.col.update_one(query, receipted(update, outcome))
             except DuplicateKeyError:
-                res = self.store.col.update_one(query, codec.terminal_update("superseded", now))
-                return "superseded" if res.matched_count else None
-            return outcome if res.matched_count else None
+                superseded = receipted(codec.terminal_update("superseded", now), "superseded")
+                res = self.store.col.update_one(query, superseded)
+                return "superseded" if res.matched_count else mine()
+            return outcome if res.matched_count else mine()
 
         return self.store.call("reap", write)
