@@ -10,6 +10,7 @@ from pymongo.errors import (
     AutoReconnect,
     ConfigurationError,
     ConnectionFailure,
+    OperationFailure,
     PyMongoError,
     ServerSelectionTimeoutError,
 )
@@ -74,11 +75,21 @@ def is_dns_failure(exc: BaseException) -> bool:
 
 def translate(operation: str, exc: BaseException) -> DurablError:
     """A durabl error for a pymongo one: callers handle ours, not the driver's."""
-    if isinstance(exc, ConnectionFailure):
-        return BackendUnavailableError(f"MongoDB unavailable during {operation}: {exc}")
+    if isinstance(exc, ConnectionFailure) or (isinstance(exc, PyMongoError) and exc.timeout):
+        # A deadline (pymongo.timeout) that ran out is the server not answering in time.
+        return BackendUnavailableError(f"MongoDB unavailable during {operation}: {reason(exc)}")
     if is_dns_failure(exc):
         return BackendUnavailableError(
             f"MongoDB unavailable during {operation}: the DNS lookup of the mongodb+srv:// "
             f"host failed: {exc}"
         )
-    return DurablError(f"MongoDB error during {operation}: {exc}")
+    return DurablError(f"MongoDB error during {operation}: {reason(exc)}")
+
+
+def reason(exc: BaseException) -> str:
+    """One line for a pymongo error: without the topology server selection appends and the
+    raw reply an OperationFailure appends (both repeat the message), with the error code."""
+    text = str(exc).split(", Topology Description: ", 1)[0]
+    text = text.split(", full error: ", 1)[0]
+    code = getattr(exc, "code", None)
+    return f"{text} (code {code})" if isinstance(exc, OperationFailure) and code else text
