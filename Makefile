@@ -17,7 +17,7 @@ help: ## List the targets
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,django,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,django,postgres,schemas,cron,metrics,otel]'
 	@touch $(STAMP)
 
 demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live progress

@@ -4,15 +4,18 @@ and machines."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import psycopg
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
 from durabl.model.clock import Clock, as_utc
+from durabl.model.exceptions import DurablError
 from durabl.model.job import (
     FailureKind,
     HeartbeatResult,
@@ -27,19 +30,21 @@ from durabl.model.job import (
     ResultStatus,
     handle_for,
 )
-from durabl.model.options import NewJob
+from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
     Failure,
     InlineClaimResult,
+    PushListener,
     Release,
     SchemaVersion,
     StoreBase,
 )
 from durabl.stores.postgres import codec, reads, schema, writes
 from durabl.stores.postgres.connection import Database, parse_url, redact_url, store_options
+from durabl.stores.postgres.listener import ListenSettings, NotifyListener
 from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
 
 if TYPE_CHECKING:
@@ -47,6 +52,8 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 Tx = Cursor[DictRow]
+#: What the listener's own connection takes over from a caller's pool's settings.
+LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
 
 
 class PostgresJobQueue(StoreBase):
@@ -66,9 +73,19 @@ class PostgresJobQueue(StoreBase):
     Time: without ``clock``, every lease, due time and ``now()`` is the *server's* clock
     (one clock for every process, whatever their machines' clocks say); with one (tests),
     every statement uses its time instead.
+
+    Push pickup (``listen_notify``, on by default): every write that makes a job
+    pending sends a NOTIFY at commit, and a queue that processes jobs keeps one listener
+    connection (outside the pool) that wakes its processors at once, and at the ``run_at``
+    of future jobs; see :mod:`durabl.stores.postgres.listener`. While it listens,
+    processors on the default poll interval poll every ``safety_poll_interval`` seconds as
+    the safety net. Turn it off behind PgBouncer in transaction mode (LISTEN needs a
+    session).
     """
 
     supports_journal = True
+    #: True while ``listen_notify`` is on: the queue then runs a :class:`NotifyListener`.
+    supports_push: bool
 
     def __init__(
         self,
@@ -80,7 +97,20 @@ class PostgresJobQueue(StoreBase):
         prepare_threshold: int | None = 5,
         pool_min_size: int = 1,
         pool_max_size: int = 10,
+        listen_notify: bool = True,
+        safety_poll_interval: float = DEFAULT_POLL_INTERVAL,
+        listen_settings: ListenSettings | None = None,
     ) -> None:
+        if isinstance(safety_poll_interval, bool) or not (
+            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
+        ):
+            raise ValueError(
+                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
+            )
+        self.listen_notify = bool(listen_notify)
+        self.supports_push = self.listen_notify
+        self.safety_poll_interval = float(safety_poll_interval)
+        self.listen_settings = listen_settings or ListenSettings()
         conninfo = None
         if url is not None:
             conninfo, options = parse_url(url)
@@ -111,7 +141,15 @@ class PostgresJobQueue(StoreBase):
         return f"PostgresJobQueue({where!r}, table={self.table!r})"
 
     URL_OPTIONS = frozenset(
-        {"clock", "table", "prepare_threshold", "pool_min_size", "pool_max_size"}
+        {
+            "clock",
+            "table",
+            "prepare_threshold",
+            "pool_min_size",
+            "pool_max_size",
+            "listen_notify",
+            "safety_poll_interval",
+        }
     )
 
     @classmethod
@@ -192,7 +230,51 @@ class PostgresJobQueue(StoreBase):
         self._db.close()
 
     def push_unavailable(self) -> str | None:
-        return "PostgresJobQueue sends NOTIFY on enqueue, but its listener is not built yet"
+        if not self.listen_notify:
+            return "LISTEN/NOTIFY is off (listen_notify=False)"
+        return None
+
+    def open_push(self, listener: PushListener) -> NotifyListener:
+        """A LISTEN/NOTIFY listener for ``listener`` (a queue), not started: it holds a
+        connection of its own, outside the pool, opened on its thread."""
+        if not self.listen_notify:
+            raise DurablError("push pickup needs listen_notify=True")
+        if not self._started:
+            self.startup()
+        db = self._db
+        if db.conninfo is not None:
+            conninfo, extra = db.conninfo, {}
+        else:  # the caller's pool: connect as it does
+            pool = db.pool()
+            info, kwargs = pool.conninfo, pool.kwargs
+            conninfo = info() if callable(info) else info
+            given = (kwargs() if callable(kwargs) else kwargs) or {}
+            extra = {k: v for k, v in given.items() if k in LISTENER_KWARGS}
+
+        def connect() -> psycopg.Connection[Any]:
+            return psycopg.connect(conninfo, autocommit=True, **extra)
+
+        clock = self._clock
+        return NotifyListener(
+            connect,
+            listener,
+            channel=self._channel,
+            next_due=self._next_due,
+            monotonic=time.monotonic if clock is None else clock.monotonic,
+            settings=self.listen_settings,
+            where=db.where,
+        )
+
+    def _next_due(self, types: Sequence[str]) -> dict[str, float]:
+        """Seconds until the earliest future ``run_at`` of each of ``types`` that has one."""
+        params = {"types": list(types), "now": self._now_param()}
+        statement = self._q.next_due
+
+        def read(cur: Tx) -> dict[str, float]:
+            cur.execute(statement, params)
+            return {row["type"]: row["delay_ms"] / 1000.0 for row in cur.fetchall()}
+
+        return self._read("next_due", read)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:

@@ -46,7 +46,14 @@ POOL_TIMEOUT = 10.0
 """Seconds an operation waits for a free pooled connection."""
 SCHEMES = ("postgresql", "postgres")
 #: Query options the store reads itself; every other one goes to libpq.
-STORE_OPTIONS = ("table", "prepare_threshold", "pool_min_size", "pool_max_size")
+STORE_OPTIONS = (
+    "table",
+    "prepare_threshold",
+    "pool_min_size",
+    "pool_max_size",
+    "listen_notify",
+)
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _ROLLED_BACK = ("40001", "40P01", "23505")
 _DISCONNECTED = ("57P01", "57P02", "57P03")
 _DENIED = ("42501", "28000", "28P01", "3D000")
@@ -94,8 +101,8 @@ def parse_url(url: str) -> tuple[str, dict[str, str]]:
 
 def store_options(query: dict[str, str]) -> dict[str, Any]:
     """The constructor arguments a URL's query gives (``prepare_threshold``: a number or
-    ``none``; ``pool_min_size``, ``pool_max_size``: numbers); ``table`` is read by the
-    constructor itself."""
+    ``none``; ``pool_min_size``, ``pool_max_size``: numbers; ``listen_notify``: true
+    or false); ``table`` is read by the constructor itself."""
     options: dict[str, Any] = {}
     for name in ("prepare_threshold", "pool_min_size", "pool_max_size"):
         if name in query:
@@ -106,6 +113,11 @@ def store_options(query: dict[str, str]) -> dict[str, Any]:
                 options[name] = int(raw)
             else:
                 raise ValueError(f"{name} must be a whole number in the URL, got {raw!r}")
+    if "listen_notify" in query:
+        raw = query["listen_notify"].strip().lower()
+        if raw not in _BOOLEANS:
+            raise ValueError(f"listen_notify must be true or false in the URL, got {raw!r}")
+        options["listen_notify"] = _BOOLEANS[raw]
     return options
 
 

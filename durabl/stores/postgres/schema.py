@@ -24,9 +24,10 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 
 from durabl.model.exceptions import SchemaError, SchemaTooNewError
-from durabl.stores.postgres.sql import ident
+from durabl.stores.postgres.sql import ident, literal
 
 VERSION_KEY = "schema_version"
+MAX_CHANNEL_BYTES = 63  # NAMEDATALEN - 1: pg_notify refuses longer channel names
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
@@ -74,12 +75,16 @@ class Tables:
             "logs": self.qualified("_logs"),
             "receipts": self.qualified("_receipts"),
             "meta": self.qualified("_meta"),
+            "channel": literal(self.channel),
         }
 
     @property
     def channel(self) -> str:
-        """The NOTIFY channel enqueues announce new jobs on."""
-        return self.table
+        """The NOTIFY channel on which writes announce jobs that became pending: the table's
+        name, or (past the server's 63-byte limit on channel names) its start and a hash."""
+        if len(self.table) <= MAX_CHANNEL_BYTES:
+            return self.table
+        return f"{self.table[: MAX_CHANNEL_BYTES - 9]}_{zlib.crc32(self.table.encode()):08x}"
 
     @property
     def key_lock_class(self) -> int:

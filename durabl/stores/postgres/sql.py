@@ -51,6 +51,18 @@ DUE = "c.type = %(type)s AND c.run_at <= {now}"
 DUE_BY_KEY = f"{DUE} AND (c.pending_slot = %(key)s OR c.live_slot = %(key)s)"
 BY_ID = "c.id = %(job_id)s"
 
+
+def notify(rows: str) -> str:
+    """The NOTIFY a write sends for each job it made pending (``rows``: the CTE holding
+    their ``type`` and ``run_at``), inside its transaction, so it fires at commit: the
+    payload is ``<ms until run_at, 0 if due>:<type>`` (under 300 bytes: types are at most
+    255), which the listener routes by (see :mod:`durabl.stores.postgres.listener`)."""
+    return (
+        f"pg_notify({{channel}}, greatest(0, ceil(extract(epoch FROM {rows}.run_at - {{now}}) "
+        f"* 1000))::bigint::text || ':' || {rows}.type)"
+    )
+
+
 ORDER_NEWEST = "j.seq DESC"
 ORDER_FAILED = "j.finished_at DESC, j.seq DESC"
 FILTERS = {
@@ -113,8 +125,10 @@ STATEMENTS: dict[str, str] = {
                 %(dedupe_scope)s, %(live_slot)s, %(pending_slot)s, {now}, {now},
                 %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s)
             ON CONFLICT DO NOTHING
-            RETURNING id, type)
-        SELECT ins.id, pg_notify(%(channel)s, ins.type) FROM ins
+            RETURNING id, type, run_at)
+        SELECT ins.id, """
+    + notify("ins")
+    + """ FROM ins
     """,
     "insert_active": """
         INSERT INTO {jobs} AS j (id, type, data, status, priority, run_at, attempts,
@@ -159,7 +173,7 @@ STATEMENTS: dict[str, str] = {
     # (the caller checked, under the row lock, that no follower holds it); the live slot
     # stays.
     "to_pending": """
-        UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
+        WITH moved AS (UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
             pending_slot = j.active_slot, active_slot = NULL, claim_token = NULL,
             heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = false,
             attempts = j.attempts - %(refund)s,
@@ -169,7 +183,9 @@ STATEMENTS: dict[str, str] = {
             fail_reason = coalesce(%(reason)s, j.fail_reason)
         WHERE """
     + FENCE
-    + " RETURNING j.id",
+    + " RETURNING j.id, j.type, j.run_at) SELECT moved.id, "
+    + notify("moved")
+    + " FROM moved",
     "append_journal": """
         UPDATE {jobs} AS j
         SET journal = CASE WHEN j.journal IS NULL THEN %(journal)s
@@ -220,11 +236,14 @@ STATEMENTS: dict[str, str] = {
         "SELECT dedupe_key, dedupe_scope FROM {jobs} WHERE id = %(id)s AND status = 'failed'"
     ),
     "retry": """
-        UPDATE {jobs} SET status = 'pending', attempts = 0, run_at = {now}, updated_at = {now},
-            failure_kind = NULL, finished_at = NULL,
+        WITH back AS (UPDATE {jobs} SET status = 'pending', attempts = 0, run_at = {now},
+            updated_at = {now}, failure_kind = NULL, finished_at = NULL,
             live_slot = CASE WHEN %(slot)s::text = 'live' THEN %(key)s ELSE live_slot END,
             pending_slot = CASE WHEN %(slot)s::text = 'pending' THEN %(key)s ELSE pending_slot END
-        WHERE id = %(id)s AND status = 'failed' RETURNING id
+        WHERE id = %(id)s AND status = 'failed' RETURNING id, type, run_at)
+        SELECT back.id, """
+    + notify("back")
+    + """ FROM back
     """,
     "slot_held": (
         "SELECT 1 FROM {jobs} WHERE (%(slot)s::text = 'live' AND live_slot = %(key)s) "
@@ -250,6 +269,12 @@ STATEMENTS: dict[str, str] = {
         "AND (%(type)s::text IS NULL OR type = %(type)s)) AS oldest, {now} AS now"
     ),
     "job_types": "SELECT DISTINCT type FROM {jobs} ORDER BY type",
+    # The listener's timers: how long until the next future job of each type is due.
+    "next_due": (
+        "SELECT type, ceil(extract(epoch FROM min(run_at) - {now}) * 1000)::bigint AS delay_ms "
+        "FROM {jobs} WHERE status = 'pending' AND type = ANY(%(types)s::text[]) "
+        "AND run_at > {now} GROUP BY type"
+    ),
     "server_now": "SELECT {now} AS now",
 }
 
@@ -264,6 +289,11 @@ class _Keep(dict[str, str]):
 def ident(*parts: str) -> str:
     """A quoted (optionally schema-qualified) SQL identifier."""
     return sql.Identifier(*parts).as_string(None)
+
+
+def literal(text: str) -> str:
+    """A quoted SQL string literal."""
+    return sql.Literal(text).as_string(None)
 
 
 class Queries:
@@ -306,6 +336,7 @@ class Queries:
     stats_counts: str
     stats_oldest: str
     job_types: str
+    next_due: str
     server_now: str
 
     def __init__(self, names: dict[str, str]) -> None:

@@ -1,0 +1,275 @@
+"""Push pickup on the real server: LISTEN/NOTIFY wakes a worker without waiting for its poll
+(every processor here polls only every 30 s, so a pickup within seconds proves the push),
+routes by type, fires at a future job's ``run_at``, survives ``pg_terminate_backend`` on
+its connection, and stops its thread on shutdown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from durabl import Job, JobContext, JobEvent, JobQueue
+from durabl.model.job import PickupMode
+from durabl.stores.postgres import PostgresJobQueue
+from durabl.stores.postgres.listener import THREAD_NAME, parse_payload
+from durabl.stores.postgres.schema import Tables
+from durabl.testing import wait_until
+from tests.conftest import drop_postgres_tables, postgres_table, require_postgres
+
+POLL = 30.0  # far longer than any wait below: only a push can explain a quick pickup
+PICKUP = 5.0  # generous bound on a pushed pickup (2 busy cores, other suites running)
+
+
+@pytest.fixture
+def table() -> Iterator[str]:
+    name = postgres_table()
+    yield name
+    drop_postgres_tables(name)
+
+
+@pytest.fixture
+def server() -> str:
+    return require_postgres()
+
+
+class Rig:
+    """A worker queue on its own store (push on) and a producer store on another pool."""
+
+    def __init__(self, server: str, table: str) -> None:
+        self.events: list[JobEvent] = []
+        self.store = PostgresJobQueue(server, table=table)
+        self.producer = PostgresJobQueue(server, table=table, listen_notify=False)
+        self.queue = JobQueue(self.store, on_job_event=self.events.append)
+        self.source = JobQueue(self.producer)
+        self.ran: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def done(self, job_id: str) -> threading.Event:
+        with self.lock:
+            return self.ran.setdefault(job_id, threading.Event())
+
+    def handler(self, job: Job[Any], ctx: JobContext) -> None:
+        self.done(job.id).set()
+
+    def listening(self) -> bool:
+        return self.queue.is_healthy().pickup == "push"
+
+    def close(self) -> None:
+        self.queue.shutdown(timeout=5)
+        self.store.close()
+        self.producer.close()
+
+
+@pytest.fixture
+def rig(server: str, table: str) -> Iterator[Rig]:
+    rig = Rig(server, table)
+    yield rig
+    rig.close()
+
+
+def listener_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def test_payload_names_the_type_and_the_delay() -> None:
+    assert parse_payload("0:emails") == ("emails", 0.0)
+    assert parse_payload("1500:a:b") == ("a:b", 1.5)
+    assert parse_payload("-3:x") == ("x", 0.0)
+    assert parse_payload("") == (None, 0.0)
+    assert parse_payload("emails") == (None, 0.0)
+
+
+def test_channel_fits_the_servers_limit_for_long_table_names() -> None:
+    long = Tables("s" * 40 + "." + "t" * 40)
+    assert len(long.channel) <= 63
+    assert long.channel != Tables("s" * 40 + "." + "t" * 39 + "u").channel
+    assert Tables("durabl_jobs").channel == "durabl_jobs"
+
+
+def test_push_is_on_by_default_and_can_be_turned_off(server: str, table: str) -> None:
+    on = PostgresJobQueue(server, table=table)
+    off = PostgresJobQueue.from_url(f"{server}?listen_notify=false&table={table}")
+    assert on.supports_push and on.push_unavailable() is None
+    assert not off.supports_push
+    assert "listen_notify=False" in (off.push_unavailable() or "")
+    on.close()
+    off.close()
+
+
+def test_a_job_enqueued_by_another_process_is_picked_up_without_waiting_for_the_poll(
+    rig: Rig, server: str, table: str
+) -> None:
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    code = (
+        "import sys; from durabl import JobQueue; "
+        "from durabl.stores.postgres import PostgresJobQueue; "
+        "store = PostgresJobQueue(sys.argv[1], table=sys.argv[2], listen_notify=False); "
+        "print(JobQueue(store).enqueue('t', {'from': 'child'})); store.close()"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, server, table],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    job_id = child.stdout.strip()
+    assert rig.done(job_id).wait(PICKUP), "the notify did not wake the worker"
+    assert rig.queue.is_healthy().details["notifications"] >= 1
+
+
+class Recorder:
+    """A stand-in for the queue: the listener's calls, as they come."""
+
+    def __init__(self, types: frozenset[str]) -> None:
+        self.types = types
+        self.due: list[tuple[str, int]] = []
+        self.modes: list[str] = []
+        self.changed = threading.Condition()
+
+    def push_types(self) -> frozenset[str]:
+        return self.types
+
+    def push_due(self, type: str, count: int) -> None:
+        with self.changed:
+            self.due.append((type, count))
+            self.changed.notify_all()
+
+    def push_mode(self, mode: PickupMode, reason: str) -> None:
+        with self.changed:
+            self.modes.append(mode)
+            self.changed.notify_all()
+
+    def push_closing(self) -> bool:
+        return False
+
+    def emit(self, event: JobEvent) -> None:
+        pass
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = PICKUP) -> bool:
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
+
+def test_a_notify_for_a_type_nobody_processes_here_wakes_nothing(server: str, table: str) -> None:
+    store = PostgresJobQueue(server, table=table)
+    store.startup()
+    recorder = Recorder(frozenset({"t"}))
+    watcher = store.open_push(recorder)
+    watcher.start()
+    try:
+        assert recorder.wait_for(lambda: recorder.modes == ["push"])
+        assert recorder.wait_for(lambda: ("t", 0) in recorder.due)  # the resync on connect
+        recorder.due.clear()
+        JobQueue(store).enqueue("other", {})
+        JobQueue(store).enqueue("t", {})  # committed after the other: notified after it
+        assert recorder.wait_for(lambda: bool(recorder.due))
+        assert recorder.due == [("t", 1)], "only the processed type was woken"
+        assert watcher.notifications == 2, "both notifications arrived"
+    finally:
+        assert watcher.stop(5)
+        store.close()
+
+
+def test_a_future_job_is_picked_up_at_its_run_at(rig: Rig) -> None:
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    delay = 1.0
+    started = time.monotonic()
+    job_id = rig.source.enqueue("t", {}, run_at=rig.producer.now() + timedelta(seconds=delay))
+    assert rig.done(job_id).wait(delay + PICKUP), "the timer did not fire"
+    waited = time.monotonic() - started
+    assert waited >= delay - 0.05, f"picked up before its run_at ({waited:.3f}s)"
+
+
+def test_a_future_job_stored_before_the_worker_started_is_picked_up_at_its_run_at(
+    rig: Rig,
+) -> None:
+    delay = 1.5
+    job_id = rig.source.enqueue("t", {}, run_at=rig.producer.now() + timedelta(seconds=delay))
+    started = time.monotonic()
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert rig.done(job_id).wait(delay + PICKUP), "the read-back timer did not fire"
+    assert time.monotonic() - started < delay + PICKUP
+
+
+def terminate(server: str, pid: int) -> bool:
+    with psycopg.connect(server, autocommit=True) as admin:
+        row = admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_terminated_listener_reconnects_and_nothing_is_lost(rig: Rig, server: str) -> None:
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    first = rig.source.enqueue("t", {"n": 1})
+    assert rig.done(first).wait(PICKUP)
+    pid = rig.queue.is_healthy().details["backend_pid"]
+    assert isinstance(pid, int)
+    assert terminate(server, pid)
+    # While it is down, a job committed now has nobody listening for it; the reconnect's
+    # resync wakes the processor, so it is picked up without waiting for the 30 s poll.
+    during = rig.source.enqueue("t", {"n": 2})
+
+    def reconnected() -> bool:
+        details = rig.queue.is_healthy().details
+        return details["reconnects"] >= 1 and details["backend_pid"] not in (None, pid)
+
+    assert wait_until(reconnected, timeout=PICKUP), rig.queue.is_healthy()
+    assert rig.listening()
+    assert rig.done(during).wait(PICKUP), "the job enqueued while disconnected was lost"
+    after = rig.source.enqueue("t", {"n": 3})
+    assert rig.done(after).wait(PICKUP), "pickup does not work after the reconnect"
+    kinds = [e.kind for e in rig.events]
+    assert kinds.count("changestream-connected") >= 2
+    assert "changestream-error" in kinds
+    assert wait_until(lambda: rig.producer.get_stats().completed == 3, timeout=PICKUP)
+
+
+def test_shutdown_joins_the_listener_thread_and_closes_its_connection(
+    rig: Rig, server: str
+) -> None:
+    before = len(listener_threads())
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    assert len(listener_threads()) == before + 1
+    pid = rig.queue.is_healthy().details["backend_pid"]
+    started = time.monotonic()
+    rig.queue.shutdown(timeout=5)
+    assert time.monotonic() - started < 2.0, "stop() waited out a timeout"
+    assert len(listener_threads()) == before
+    assert [e.kind for e in rig.events].count("changestream-closed") == 1
+    with psycopg.connect(server, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        assert row.fetchone() == (0,), "the listener's connection is still open"
+
+
+def test_a_store_on_a_callers_pool_listens_on_a_connection_of_its_own(
+    server: str, table: str
+) -> None:
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(server, kwargs={"autocommit": True}, open=True)
+    store = PostgresJobQueue(pool=pool, table=table)
+    producer = PostgresJobQueue(server, table=table, listen_notify=False)
+    ran = threading.Event()
+    queue = JobQueue(store)
+    try:
+        queue.process("t", lambda job, ctx: ran.set(), poll_interval=POLL)
+        assert wait_until(lambda: queue.is_healthy().pickup == "push", timeout=PICKUP)
+        JobQueue(producer).enqueue("t", {})
+        assert ran.wait(PICKUP)
+    finally:
+        queue.shutdown(timeout=5)
+        producer.close()
+        pool.close()
