@@ -104,6 +104,16 @@ def test_push_is_on_by_default_and_can_be_turned_off(server: str, table: str) ->
     off.close()
 
 
+def test_the_safety_poll_interval_is_a_url_option(server: str, table: str) -> None:
+    store = PostgresJobQueue.from_url(f"{server}?safety_poll_interval=12.5&table={table}")
+    assert store.safety_poll_interval == 12.5
+    store.close()
+    with pytest.raises(ValueError, match="safety_poll_interval"):
+        PostgresJobQueue.from_url(f"{server}?safety_poll_interval=soon&table={table}")
+    with pytest.raises(ValueError, match="safety_poll_interval"):
+        PostgresJobQueue.from_url(f"{server}?safety_poll_interval=0&table={table}")
+
+
 def test_a_job_enqueued_by_another_process_is_picked_up_without_waiting_for_the_poll(
     rig: Rig, server: str, table: str
 ) -> None:

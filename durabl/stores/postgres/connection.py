@@ -52,6 +52,7 @@ STORE_OPTIONS = (
     "pool_min_size",
     "pool_max_size",
     "listen_notify",
+    "safety_poll_interval",
 )
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _ROLLED_BACK = ("40001", "40P01", "23505")
@@ -102,7 +103,8 @@ def parse_url(url: str) -> tuple[str, dict[str, str]]:
 def store_options(query: dict[str, str]) -> dict[str, Any]:
     """The constructor arguments a URL's query gives (``prepare_threshold``: a number or
     ``none``; ``pool_min_size``, ``pool_max_size``: numbers; ``listen_notify``: true
-    or false); ``table`` is read by the constructor itself."""
+    or false; ``safety_poll_interval``: seconds); ``table`` is read by the constructor
+    itself."""
     options: dict[str, Any] = {}
     for name in ("prepare_threshold", "pool_min_size", "pool_max_size"):
         if name in query:
@@ -118,6 +120,14 @@ def store_options(query: dict[str, str]) -> dict[str, Any]:
         if raw not in _BOOLEANS:
             raise ValueError(f"listen_notify must be true or false in the URL, got {raw!r}")
         options["listen_notify"] = _BOOLEANS[raw]
+    if "safety_poll_interval" in query:
+        raw = query["safety_poll_interval"].strip()
+        try:
+            options["safety_poll_interval"] = float(raw)
+        except ValueError:
+            raise ValueError(
+                f"safety_poll_interval must be a number of seconds in the URL, got {raw!r}"
+            ) from None
     return options
 
 
