@@ -64,6 +64,14 @@ def check_filters(status: str | None, failure_kind: str | None) -> None:
         raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
 
 
+def check_page(limit: int, offset: int) -> None:
+    """Raise ``ValueError`` unless ``limit`` (0: no limit) and ``offset`` are whole numbers
+    of at least 0: the paging check ``list_jobs`` makes on every store."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+
+
 def stats_from_counts(
     counts: Mapping[Any, int],
     failed_by_kind: Mapping[Any, int],

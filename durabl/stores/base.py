@@ -30,6 +30,7 @@ from durabl.model.job import (
     ReapReport,
 )
 from durabl.model.options import NewJob, clip_reason
+from durabl.model.rules import check_filters, check_page
 
 
 @dataclass(frozen=True)
@@ -322,9 +323,13 @@ class StoreBase(ABC):
         limit: int = 100,
         offset: int = 0,
     ) -> list[Job[Any]]:
-        """See :meth:`Backend.list_jobs`: the store answers through :meth:`find_jobs`."""
-        filters = JobFilter(status, type, failure_kind, search)
-        return self.find_jobs(filters, limit=limit, offset=offset)
+        """See :meth:`Backend.list_jobs`: the filters and the page are checked here, once,
+        and the store answers through :meth:`find_jobs`."""
+        check_filters(status, failure_kind)
+        check_page(limit, offset)
+        return self.find_jobs(
+            JobFilter(status, type, failure_kind, search), limit=limit, offset=offset
+        )
 
     def count_jobs(
         self,
@@ -334,19 +339,21 @@ class StoreBase(ABC):
         failure_kind: FailureKind | None = None,
         search: str | None = None,
     ) -> int:
-        """See :meth:`Backend.count_jobs`: the store answers through :meth:`count_matching`."""
+        """See :meth:`Backend.count_jobs`: the filters are checked here, and the store
+        answers through :meth:`count_matching`."""
+        check_filters(status, failure_kind)
         return self.count_matching(JobFilter(status, type, failure_kind, search))
 
+    @abstractmethod
     def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
         """The jobs ``filters`` selects, newest first (``status="failed"``: newest failure
-        first), ``offset`` skipped, at most ``limit`` (0: no limit). A store that keeps
-        :meth:`list_jobs` implements this; one that overrides :meth:`list_jobs` need not."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement find_jobs")
+        first), ``offset`` skipped, at most ``limit`` (0: no limit). Both were checked, and
+        the filter's status and failure kind are known ones."""
 
+    @abstractmethod
     def count_matching(self, filters: JobFilter) -> int:
         """How many jobs ``filters`` selects (for :meth:`count_jobs`, as :meth:`find_jobs`
         is for :meth:`list_jobs`)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement count_matching")
 
     def recover_stuck_jobs(self, visibility_timeout: float) -> int:
         """Sweep until nothing expired is left: the number of jobs recovered (pending

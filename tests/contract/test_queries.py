@@ -162,6 +162,14 @@ def test_a_negative_offset_is_a_value_error(backend: Backend) -> None:
         backend.list_jobs(offset=-1)
 
 
+@pytest.mark.parametrize("page", [{"limit": -1}, {"limit": 2.5}, {"limit": True}, {"offset": "1"}])
+def test_every_store_refuses_the_same_bad_pages(backend: Backend, page: dict[str, Any]) -> None:
+    enqueue_id(backend)
+    with pytest.raises(ValueError, match="must be a whole number >= 0"):
+        backend.list_jobs(**page)
+    assert backend.count_jobs() == 1
+
+
 def test_failures_at_the_same_instant_list_the_newest_job_first(backend: Backend) -> None:
     older, newer = (enqueue_id(backend, data={"n": n}) for n in range(2))
     for handle in backend.claim("t", limit=2)[::-1]:

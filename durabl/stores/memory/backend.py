@@ -321,16 +321,13 @@ class MemoryBackend(StoreBase):
             return self._store.snapshot(rec) if rec is not None else None
 
     def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
-        """As with a Mongo cursor, ``limit=0`` means no limit."""
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset!r}")
         with self._store.lock:
             rows = self._store.select(filters)
             if filters.status == "failed":
                 rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
             else:
                 rows.sort(key=lambda r: r.seq, reverse=True)
-            rows = rows[offset : offset + abs(limit)] if limit else rows[offset:]
+            rows = rows[offset : offset + limit] if limit else rows[offset:]
             return [self._store.snapshot(r) for r in rows]
 
     def count_matching(self, filters: JobFilter) -> int:

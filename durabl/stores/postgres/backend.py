@@ -17,9 +17,9 @@ from psycopg.rows import DictRow
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.job import (
-    FailureKind,
     HeartbeatResult,
     Job,
+    JobFilter,
     JobHandle,
     JobResult,
     JournalAppendResult,
@@ -497,24 +497,11 @@ class PostgresJobQueue(StoreBase):
         row = self._read("get_job", lambda cur: reads.one(cur, self._q.get_job, {"id": job_id}))
         return None if row is None else codec.to_job(row)
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        """Newest first; with ``status="failed"``, newest failure first. As with a Mongo
-        cursor, ``limit=0`` means no limit."""
-        where, params = reads.filters(status, type, failure_kind, search)
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset!r}")
-        order = ORDER_FAILED if status == "failed" else ORDER_NEWEST
+    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+        where, params = reads.filters(filters)
+        order = ORDER_FAILED if filters.status == "failed" else ORDER_NEWEST
         statement = self._q.listing(self._q.list_jobs, where, order)
-        values = {**params, "limit": abs(limit) or None, "offset": offset}
+        values = {**params, "limit": limit or None, "offset": offset}
 
         def read(cur: Tx) -> list[DictRow]:
             cur.execute(statement, values)
@@ -522,15 +509,8 @@ class PostgresJobQueue(StoreBase):
 
         return [codec.to_job(row) for row in self._read("list_jobs", read)]
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        where, params = reads.filters(status, type, failure_kind, search)
+    def count_matching(self, filters: JobFilter) -> int:
+        where, params = reads.filters(filters)
         statement = self._q.listing(self._q.count_jobs, where)
         row = self._read("count_jobs", lambda cur: reads.one(cur, statement, params))
         return 0 if row is None else int(row["n"])

@@ -9,8 +9,8 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 
 from durabl.model.clock import as_utc
-from durabl.model.job import QueueStats
-from durabl.model.rules import check_filters, stats_from_counts
+from durabl.model.job import JobFilter, QueueStats
+from durabl.model.rules import stats_from_counts
 from durabl.stores.postgres.sql import FILTERS, Queries
 
 
@@ -38,17 +38,12 @@ def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStat
     )
 
 
-def filters(
-    status: str | None,
-    type: str | None,
-    failure_kind: str | None,
-    search: str | None,
-) -> tuple[str, dict[str, Any]]:
+def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is an exact
     job id or a prefix of the dedupe key, compared byte for byte."""
-    check_filters(status, failure_kind)
-    params: dict[str, Any] = {"status": status, "type": type, "failure_kind": failure_kind}
-    clauses = [FILTERS[name] for name, value in params.items() if value is not None]
+    params: dict[str, Any] = selection.equal_fields()
+    clauses = [FILTERS[name] for name in params]
+    search = selection.search
     if search:
         try:
             prefix = search.encode("utf-8")

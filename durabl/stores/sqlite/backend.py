@@ -491,10 +491,7 @@ class SqliteJobQueue(StoreBase):
         return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
 
     def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
-        """As with a Mongo cursor, ``limit=0`` means no limit."""
         where, params = queries.filters(filters)
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset!r}")
         failed = filters.status == "failed"
         return self._read(
             "list_jobs",
