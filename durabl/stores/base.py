@@ -309,6 +309,27 @@ class StoreBase(ABC):
         """Record ``release`` under the receipt ``release``, fenced on ``token``, refunding
         the attempt; ``superseded`` when a follower holds the pending slot."""
 
+    def claim(
+        self,
+        type: str,
+        *,
+        limit: int = 1,
+        lease_owner: str = "",
+        starting: int | None = None,
+    ) -> list[JobHandle[Any]]:
+        """See :meth:`Backend.claim`: a ``limit`` below 1 claims nothing, without asking
+        the store; otherwise the store claims through :meth:`claim_due`."""
+        if limit <= 0:
+            return []
+        return self.claim_due(type, limit, lease_owner, starting)
+
+    @abstractmethod
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` (at least 1) due pending jobs of ``type`` in the order
+        :meth:`Backend.claim` gives, those past the first ``starting`` reserved."""
+
     @abstractmethod
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
         """See :meth:`Backend.reap`."""

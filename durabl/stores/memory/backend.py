@@ -130,13 +130,8 @@ class MemoryBackend(StoreBase):
         rec.lease_owner = owner
         return handle_for(self._store.snapshot(rec), token, self)
 
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         with self._store.lock:
             now = self.now()
@@ -425,13 +420,8 @@ class DummyBackend(MemoryBackend):
         result = self.enqueue(job)
         return InlineClaimResult(None, result.job_id, result.coalesced)
 
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         return []
 

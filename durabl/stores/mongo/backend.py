@@ -366,13 +366,8 @@ class MongoJobQueue(StoreBase):
                 raise
             return handle_for(codec.to_job(doc), token, self), False
 
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         now = self.now()
         claimed: list[JobHandle[Any]] = []

@@ -331,20 +331,13 @@ class PostgresJobQueue(StoreBase):
         rows = sorted(cur.fetchall(), key=lambda r: (r["priority"], r["run_at"], r["seq"]))
         return [handle_for(codec.to_job(r), r["claim_token"], self) for r in rows]
 
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         """Claim up to ``limit`` due jobs of ``type`` in one statement (``UPDATE ... WHERE
         seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING ...``), those past the
         first ``starting`` reserved. Not repeated after a dropped connection: the claim
         may have committed, and the reaper gives such jobs back."""
-        if limit <= 0:
-            return []
         params = {"type": type, "now": self._now_param()}
         statement = self._q.claim_due
         return self._run(

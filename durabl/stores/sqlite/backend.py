@@ -296,18 +296,11 @@ class SqliteJobQueue(StoreBase):
             handle_for(codec.to_job(r, logs.get(r["id"], ())), r["claim_token"], self) for r in rows
         ]
 
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         """Claim up to ``limit`` due jobs of ``type`` in one transaction: one statement, or
         two when some are read ahead (``starting`` < ``limit``)."""
-        if limit <= 0:
-            return []
         now = self._now_ms()
         if not self._read("claim", lambda conn: queries.has_due(conn, type, now)):
             return []  # an idle poll reads; it never queues behind writers for the lock
