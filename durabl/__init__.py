@@ -16,6 +16,7 @@ from durabl.model.exceptions import (
     NondeterminismError,
     NonRetryable,
     QueueShutdownError,
+    ScheduleError,
     SchemaError,
     SchemaTooNewError,
 )
@@ -35,6 +36,7 @@ from durabl.model.job import (
     StartReaperResult,
 )
 from durabl.model.options import validate_enqueue
+from durabl.model.schedule import Schedule
 from durabl.runtime.globals import (
     create_job_queue,
     get_default_queue,
@@ -43,6 +45,7 @@ from durabl.runtime.globals import (
 )
 from durabl.runtime.queue import JobQueue
 from durabl.runtime.run import Handler
+from durabl.runtime.scheduler import declare as schedule
 from durabl.stores.base import BACKEND_OPERATIONS, Backend
 
 if TYPE_CHECKING:
@@ -97,6 +100,9 @@ __all__ = [
     "QueueShutdownError",
     "QueueStats",
     "ReapReport",
+    "schedule",
+    "Schedule",
+    "ScheduleError",
     "SchemaError",
     "SchemaTooNewError",
     "Seconds",

@@ -77,3 +77,8 @@ class JournalTooLarge(DurablError):
             f"journal would grow to {size} bytes at step {step!r}, over its budget of "
             f"{budget} bytes: return ids or references from steps, not whole payloads"
         )
+
+
+class ScheduleError(DurablError, ValueError):
+    """A schedule declaration that cannot work: a bad cron expression, an unknown time
+    zone, both or neither of ``cron`` and ``every``, an unknown ``catch_up`` policy."""

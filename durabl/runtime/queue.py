@@ -26,12 +26,14 @@ from durabl.model.options import (
     DEFAULT_VISIBILITY_TIMEOUT,
     build_new_job,
 )
+from durabl.model.schedule import Schedule, build_schedule
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import claim_new, run_claimed
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
+from durabl.runtime.scheduler import Scheduler, declared_schedules
 from durabl.runtime.shutdown import Drain, install_signal_handlers
 from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
@@ -81,6 +83,8 @@ class JobQueue:
         #: What wraps every run: see :meth:`add_run_hook`.
         self.run_hooks = RunHooks()
         self._reaper = ReaperSlot(self)
+        #: The scheduler (docs/schedules.md): its thread starts with start_scheduler().
+        self.scheduler = Scheduler(backend, self.clock, self.logger)
         #: Push pickup: one change-stream watcher, started by the first process().
         self.pickup = PushPickup(
             backend,
@@ -371,6 +375,52 @@ class JobQueue:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
         self._reaper.stop(timeout)
 
+    # -- schedules (docs/schedules.md) -------------------------------------------------
+    def schedule(
+        self,
+        name: str,
+        type: str,
+        *,
+        cron: str | None = None,
+        every: Seconds | None = None,
+        data: Any = None,
+        timezone: str = "UTC",
+        catch_up: str = "latest",
+        **enqueue_options: Any,
+    ) -> None:
+        """Store a schedule now (unchanged when stored with the same definition): ``cron``
+        (5 fields, or 6 with seconds first) in ``timezone``, or ``every`` seconds."""
+        schedule = build_schedule(
+            name,
+            type,
+            cron=cron,
+            every=every,
+            data=data,
+            timezone=timezone,
+            catch_up=catch_up,
+            **enqueue_options,
+        )
+        self._ready()
+        self.scheduler.store(schedule)
+
+    def start_scheduler(self) -> None:
+        """Store the schedules declared with ``durabl.schedule`` and start the scheduler
+        thread (idempotent; ``shutdown()`` stops it). Safe in any number of processes."""
+        self._drain.check_open("start_scheduler()")
+        self._ready()
+        for schedule in declared_schedules():
+            self.scheduler.store(schedule)
+        self.scheduler.start()
+
+    def list_schedules(self) -> list[Schedule]:
+        """Every schedule in the store, by name, with its next and last tick."""
+        return self._ready().load_schedules()
+
+    def delete_schedule(self, name: str) -> bool:
+        """Remove a stored schedule; False when there was none. (A declared schedule is
+        stored again by the next ``start_scheduler()``.)"""
+        return self._ready().delete_schedule(name)
+
     # -- shutdown -------------------------------------------------------------------------
     @property
     def draining(self) -> Future[None] | None:
@@ -380,6 +430,7 @@ class JobQueue:
     def shutdown(self, timeout: Seconds = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
         """Stop claiming, wait up to ``timeout`` for running jobs, then abort the rest and
         hand their claims back (no attempt used). Safe to call more than once."""
+        self.scheduler.stop()
         self._drain.run(to_seconds(timeout, "timeout"))  # the drain stops the watcher too
 
     def install_signal_handlers(

@@ -31,6 +31,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import NewJob, clip_reason
 from durabl.model.rules import check_filters, check_page
+from durabl.model.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,31 @@ class Backend(FencedWrites, Protocol):
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
 
+    # -- schedules (the rules are durabl.model.schedule's; see docs/schedules.md) ------
+    #: True when the store keeps schedules (the four shipped stores do).
+    supports_schedules: bool
+
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        """Store ``schedule`` under its name. New, or stored with another definition: store
+        it with ``next_run_at`` (state ``last_*`` kept). The same definition: change nothing.
+        One atomic statement, so processes declaring the same schedule at once agree."""
+
+    def load_schedules(self) -> list[Schedule]:
+        """Every stored schedule, by name: one query (the scheduler's only idle read)."""
+
+    def delete_schedule(self, name: str) -> bool:
+        """Remove the schedule; False when there was none."""
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        """Compare-and-set: only if the stored schedule still has ``schedule.next_run_at``
+        and ``schedule.definition()``, enqueue ``jobs`` (``(tick, job)`` pairs, as
+        :meth:`enqueue` would) and move the schedule to ``next_run_at``, ``last_run_at``
+        the last tick, ``last_job_id`` its job — all or nothing. The job ids (None where a
+        dedupe slot was taken); None when the compare failed (another process fired it, or
+        it was redefined or deleted): nothing was written then."""
+
 
 class StoreBase(ABC):
     """The base of every store: each capability declared with its default, and the
@@ -247,6 +273,26 @@ class StoreBase(ABC):
     def schema_version(self) -> SchemaVersion | None:
         """No versioned schema unless the store says otherwise."""
         return None
+
+    # -- schedules: stores that keep them override these four and set the flag ---------
+    supports_schedules: bool = False
+
+    def _no_schedules(self) -> NotImplementedError:
+        return NotImplementedError(f"{type(self).__name__} does not keep schedules")
+
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        raise self._no_schedules()
+
+    def load_schedules(self) -> list[Schedule]:
+        raise self._no_schedules()
+
+    def delete_schedule(self, name: str) -> bool:
+        raise self._no_schedules()
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        raise self._no_schedules()
 
     # -- fenced writes: the public signatures once, each store writes the outcome --------
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:

@@ -34,6 +34,7 @@ from durabl.model.job import (
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
+from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
     Backend,
@@ -44,6 +45,7 @@ from durabl.stores.base import (
     Release,
     StoreBase,
 )
+from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.store import MemoryStore, Record
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
@@ -58,11 +60,13 @@ class MemoryBackend(StoreBase):
     """
 
     supports_journal: bool = True
+    supports_schedules: bool = True
 
     def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
         self.clock = clock or SYSTEM_CLOCK
         self.clock_skew_allowance = float(clock_skew_allowance)
         self._store = MemoryStore()
+        self._schedules = MemorySchedules(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
@@ -78,6 +82,23 @@ class MemoryBackend(StoreBase):
     def enqueue(self, job: NewJob) -> EnqueueResult:
         with self._store.lock:
             return self._enqueue(job, self.now())
+
+    # -- schedules (durabl.stores.memory.schedules) -----------------------------------------
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        self._schedules.upsert(schedule, next_run_at)
+
+    def load_schedules(self) -> list[Schedule]:
+        return self._schedules.load()
+
+    def delete_schedule(self, name: str) -> bool:
+        return self._schedules.delete(name)
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        return self._schedules.fire(
+            schedule, next_run_at, jobs, lambda job: self._enqueue(job, self.now())
+        )
 
     def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
         key = job.dedupe_key

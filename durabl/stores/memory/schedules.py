@@ -1,0 +1,81 @@
+"""Schedules in memory: the four primitives of :class:`durabl.stores.base.Backend` over a
+dict, under the store's lock (so the compare-and-set and the enqueue are one step)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from durabl.model.options import NewJob
+from durabl.model.schedule import Schedule
+from durabl.stores.base import EnqueueResult
+
+
+@dataclass
+class _Row:
+    definition: str
+    schedule: Schedule
+
+
+class MemorySchedules:
+    """The schedules of one :class:`~durabl.stores.memory.backend.MemoryBackend`."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self._rows: dict[str, _Row] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+    def upsert(self, schedule: Schedule, next_run_at: datetime) -> None:
+        definition = schedule.definition()
+        with self._lock:
+            row = self._rows.get(schedule.name)
+            if row is not None and row.definition == definition:
+                return
+            old = row.schedule if row is not None else None
+            stored = Schedule.from_stored(
+                schedule.name,
+                definition,
+                next_run_at,
+                old.last_run_at if old else None,
+                old.last_job_id if old else None,
+            )
+            self._rows[schedule.name] = _Row(definition, stored)
+
+    def load(self) -> list[Schedule]:
+        with self._lock:
+            return [self._rows[name].schedule for name in sorted(self._rows)]
+
+    def delete(self, name: str) -> bool:
+        with self._lock:
+            return self._rows.pop(name, None) is not None
+
+    def fire(
+        self,
+        schedule: Schedule,
+        next_run_at: datetime,
+        jobs: Sequence[tuple[datetime, NewJob]],
+        enqueue: Callable[[NewJob], EnqueueResult],
+    ) -> list[str | None] | None:
+        with self._lock:
+            row = self._rows.get(schedule.name)
+            if (
+                row is None
+                or row.schedule.next_run_at != schedule.next_run_at
+                or row.definition != schedule.definition()
+            ):
+                return None
+            ids = [enqueue(job).job_id for _tick, job in jobs]
+            old = row.schedule
+            row.schedule = Schedule.from_stored(
+                old.name,
+                row.definition,
+                next_run_at,
+                jobs[-1][0] if jobs else old.last_run_at,
+                ids[-1] if jobs else old.last_job_id,
+            )
+            return ids
