@@ -32,6 +32,7 @@ from durabl import (
     JobContext,
     JobQueue,
     MongoJobQueue,
+    SchemaTooNewError,
     SqliteJobQueue,
 )
 from durabl.model.job import JobResult
@@ -239,7 +240,7 @@ def test_a_file_written_by_a_newer_durabl_is_refused(path: str) -> None:
     newer = SqliteJobQueue(path)
     with pytest.raises(DurablError, match="newer durabl"):
         newer.startup()
-    with pytest.raises(schema.SchemaTooNewError):
+    with pytest.raises(SchemaTooNewError):
         newer.count_jobs()  # every operation starts up first, and refuses too
 
 

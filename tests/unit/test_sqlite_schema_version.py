@@ -66,5 +66,5 @@ def test_a_schema_version_with_surrounding_spaces_still_reads(tmp_path: Path) ->
 def test_schema_errors_are_durabl_errors_importable_from_durabl() -> None:
     assert issubclass(SchemaError, DurablError)
     assert issubclass(SchemaTooNewError, SchemaError)
-    assert schema.SchemaTooNewError is durabl.SchemaTooNewError
+    assert SchemaTooNewError is durabl.SchemaTooNewError
     assert {"SchemaError", "SchemaTooNewError"} <= set(durabl.__all__)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
-from durabl.model.exceptions import SchemaError, SchemaTooNewError
+from durabl.model import migrations
+from durabl.model.exceptions import SchemaError
 from durabl.stores.postgres.sql import ident, literal
 
 VERSION_KEY = "schema_version"
@@ -183,7 +184,7 @@ MIGRATIONS: list[Migration] = [(1, _create_v1)]
 
 
 def latest_version() -> int:
-    return max((number for number, _ in MIGRATIONS), default=0)
+    return migrations.latest_version(MIGRATIONS)
 
 
 def read_version(cur: Cursor[DictRow], t: Tables) -> int:
@@ -209,18 +210,16 @@ def read_version(cur: Cursor[DictRow], t: Tables) -> int:
 
 
 def check_not_newer(version: int, t: Tables) -> None:
-    latest = latest_version()
-    if version > latest:
-        raise SchemaTooNewError(
-            f"PostgreSQL tables {t.table!r} have durabl schema version {version}, but this "
-            f"release knows versions up to {latest}: they were written by a newer durabl. "
-            "Upgrade durabl (or point this process at another table= name)."
-        )
+    migrations.check_not_newer(
+        version,
+        latest_version(),
+        holder=f"PostgreSQL table set {t.table!r}",
+        elsewhere="point this process at another table= name",
+    )
 
 
 def pending_migrations(version: int) -> list[Migration]:
-    """The migrations tables at ``version`` still need, in order."""
-    return sorted((m for m in MIGRATIONS if m[0] > version), key=lambda m: m[0])
+    return migrations.pending_migrations(MIGRATIONS, version)
 
 
 def apply_migration(cur: Cursor[DictRow], migration: Migration, t: Tables) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from durabl.model.exceptions import SchemaError, SchemaTooNewError
+from durabl.model import migrations
+from durabl.model.exceptions import SchemaError
 
 META_TABLE = "durabl_meta"
 JOBS_TABLE = "durabl_jobs"
@@ -122,7 +123,7 @@ MIGRATIONS: list[Migration] = [
 
 
 def latest_version() -> int:
-    return max((number for number, _ in MIGRATIONS), default=0)
+    return migrations.latest_version(MIGRATIONS)
 
 
 def _has_meta(conn: sqlite3.Connection) -> bool:
@@ -159,18 +160,16 @@ def _file_of(conn: sqlite3.Connection) -> str:
 
 
 def check_not_newer(version: int, path: str) -> None:
-    latest = latest_version()
-    if version > latest:
-        raise SchemaTooNewError(
-            f"SQLite file {path} has durabl schema version {version}, but this release knows "
-            f"versions up to {latest}: it was written by a newer durabl. Upgrade durabl "
-            "(or point this process at another file)."
-        )
+    migrations.check_not_newer(
+        version,
+        latest_version(),
+        holder=f"SQLite file {path}",
+        elsewhere="point this process at another file",
+    )
 
 
 def pending_migrations(version: int) -> list[Migration]:
-    """The migrations a file at ``version`` still needs, in order."""
-    return sorted((m for m in MIGRATIONS if m[0] > version), key=lambda m: m[0])
+    return migrations.pending_migrations(MIGRATIONS, version)
 
 
 def apply_migration(conn: sqlite3.Connection, migration: Migration, path: str) -> bool:
