@@ -33,6 +33,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
+from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -43,7 +44,7 @@ from durabl.stores.base import (
     SchemaVersion,
     StoreBase,
 )
-from durabl.stores.sqlite import codec, queries, schema, writes
+from durabl.stores.sqlite import codec, queries, schedules, schema, writes
 from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
 from durabl.stores.sqlite.queries import JOBS
 from durabl.stores.sqlite.watch import ChangeWatcher
@@ -75,6 +76,7 @@ class SqliteJobQueue(StoreBase):
     """
 
     supports_journal = True
+    supports_schedules = True
     #: True while the change check is on: the queue then runs a :class:`ChangeWatcher`.
     supports_push: bool
     #: Push here only adds wake-ups: processors keep polling at their usual interval, for
@@ -276,6 +278,24 @@ class SqliteJobQueue(StoreBase):
             return InlineClaimResult(handle_for(job_now, token, self))
 
         return self._write("claim_or_enqueue", create)
+
+    # -- schedules (durabl.stores.sqlite.schedules) ------------------------------------
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        self._write("upsert_schedule", lambda conn: schedules.upsert(conn, schedule, next_run_at))
+
+    def load_schedules(self) -> list[Schedule]:
+        return self._read("load_schedules", schedules.load)
+
+    def delete_schedule(self, name: str) -> bool:
+        return self._write("delete_schedule", lambda conn: schedules.delete(conn, name))
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        now = self._now_ms()
+        return self._write(
+            "fire_schedule", lambda conn: schedules.fire(conn, schedule, next_run_at, jobs, now)
+        )
 
     # -- claiming -------------------------------------------------------------------------
     def _claim_in(

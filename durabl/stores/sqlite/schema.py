@@ -18,6 +18,7 @@ META_TABLE = "durabl_meta"
 JOBS_TABLE = "durabl_jobs"
 LOGS_TABLE = "durabl_logs"
 RECEIPTS_TABLE = "durabl_receipts"
+SCHEDULES_TABLE = "durabl_schedules"
 VERSION_KEY = "schema_version"
 
 
@@ -112,12 +113,29 @@ def _add_reservations(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN unstarted_reaps INTEGER NOT NULL DEFAULT 0")
 
 
+def _add_schedules(conn: sqlite3.Connection) -> None:
+    """Schedules (:mod:`durabl.stores.sqlite.schedules`): a name, the definition as opaque
+    text, and the state a firing moves by compare-and-set."""
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {SCHEDULES_TABLE} (
+            name TEXT PRIMARY KEY,
+            definition TEXT NOT NULL,
+            next_run_at INTEGER,
+            last_run_at INTEGER,
+            last_job_id TEXT
+        ) WITHOUT ROWID
+        """
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_done_token),
     (3, _add_reservations),
+    (4, _add_schedules),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
