@@ -123,10 +123,9 @@ def test_catch_up_all_keeps_the_newest_hundred(backend: Backend, clock: FakeCloc
 
 
 def test_cron_in_a_time_zone_ticks_at_local_time_across_dst(
-    backend: Backend,
+    backend: Backend, clock: FakeClock
 ) -> None:
-    clock = FakeClock(datetime(2030, 3, 30, 12, tzinfo=UTC))  # DST starts 31 March 2030
-    backend.clock = clock
+    clock.advance(timedelta(days=88, hours=12))  # 30 March 2030, noon; DST starts the 31st
     queue = queue_on(backend, clock)
     queue.schedule("nightly", "report", cron="30 2 * * *", timezone="Europe/Paris")
     # 02:30 does not exist on 31 March in Paris: croniter takes the next instant, 03:00.

@@ -32,6 +32,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
+from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -42,7 +43,7 @@ from durabl.stores.base import (
     SchemaVersion,
     StoreBase,
 )
-from durabl.stores.postgres import codec, reads, schema, writes
+from durabl.stores.postgres import codec, reads, schedules, schema, writes
 from durabl.stores.postgres.connection import Database, parse_url, redact_url, store_options
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
 from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
@@ -84,6 +85,7 @@ class PostgresJobQueue(StoreBase):
     """
 
     supports_journal = True
+    supports_schedules = True
     #: True while ``listen_notify`` is on: the queue then runs a :class:`NotifyListener`.
     supports_push: bool
 
@@ -133,6 +135,7 @@ class PostgresJobQueue(StoreBase):
         self._q = Queries(self.tables.names())
         self._channel = self.tables.channel
         self._locks = self.tables.key_lock_class
+        self._schedules = schedules.ScheduleStatements.for_tables(self.tables)
         self._started = False
         self._startup_lock = threading.Lock()
 
@@ -283,6 +286,30 @@ class PostgresJobQueue(StoreBase):
         keyed = job.dedupe_key is not None
         return self._run(
             "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), transaction=keyed
+        )
+
+    # -- schedules (durabl.stores.postgres.schedules) ----------------------------------
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        st = self._schedules
+        self._run("upsert_schedule", lambda cur: schedules.upsert(cur, st, schedule, next_run_at))
+
+    def load_schedules(self) -> list[Schedule]:
+        st = self._schedules
+        return self._read("load_schedules", lambda cur: schedules.load(cur, st))
+
+    def delete_schedule(self, name: str) -> bool:
+        st = self._schedules
+        return self._run("delete_schedule", lambda cur: schedules.delete(cur, st, name))
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        now = self._now_param()
+        rows = [(tick, job, writes.new_row(job, self._channel, now)) for tick, job in jobs]
+        st, q, locks = self._schedules, self._q, self._locks
+        return self._run(
+            "fire_schedule",
+            lambda cur: schedules.fire(cur, st, q, locks, schedule, next_run_at, rows),
         )
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:

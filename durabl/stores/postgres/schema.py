@@ -179,7 +179,24 @@ def _create_v1(t: Tables) -> list[str]:
 
 Migration = tuple[int, Callable[[Tables], Sequence[str]]]
 
-MIGRATIONS: list[Migration] = [(1, _create_v1)]
+
+def _add_schedules(t: Tables) -> list[str]:
+    """Schedules (:mod:`durabl.stores.postgres.schedules`): a name, the definition as
+    opaque text, and the state a firing moves by compare-and-set."""
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {t.qualified("_schedules")} (
+            name text PRIMARY KEY,
+            definition text NOT NULL,
+            next_run_at timestamptz,
+            last_run_at timestamptz,
+            last_job_id text
+        )
+        """
+    ]
+
+
+MIGRATIONS: list[Migration] = [(1, _create_v1), (2, _add_schedules)]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
 
