@@ -10,13 +10,14 @@ at millisecond precision.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from durabl.model.job import Job, LogEntry, job_from_fields
+from durabl.model.job import Job, LogEntry
 from durabl.model.options import MAX_LOG_MESSAGE_BYTES, clip_text
 from durabl.model.payload import to_millis
+from durabl.model.rows import job_from_row
 from durabl.model.tagged_json import decode_payload, encode_payload, from_ms
 
 __all__ = ["decode_payload", "encode_payload", "from_ms"]
@@ -33,15 +34,6 @@ def utc(value: datetime) -> datetime:
 
 
 # -- payloads and journals ---------------------------------------------------------------
-def encode_journal(records: Sequence[Any]) -> str:
-    """A JSON array of journal records (appended server-side to the stored array)."""
-    return encode_payload(list(records))
-
-
-def decode_journal(text: str | None) -> tuple[dict[str, Any], ...]:
-    return () if text is None else tuple(decode_payload(text))
-
-
 # -- logs -------------------------------------------------------------------------------------
 def log_message(message: str) -> str:
     """A message as stored: clipped, NUL replaced (a ``text`` value cannot hold one)."""
@@ -62,26 +54,5 @@ def log_params(pairs: Iterable[tuple[str, LogEntry]]) -> dict[str, list[Any]]:
 
 # -- rows -------------------------------------------------------------------------------------
 def to_job(row: dict[str, Any]) -> Job[Any]:
-    return job_from_fields(
-        {
-            "id": row["id"],
-            "type": row["type"],
-            "data": decode_payload(row["data"]),
-            "status": row["status"],
-            "priority": row["priority"],
-            "run_at": utc(row["run_at"]),
-            "attempts": row["attempts"],
-            "max_attempts": row["max_attempts"],
-            "dedupe_key": row["dedupe_key"],
-            "dedupe_scope": row["dedupe_scope"],
-            "created_at": utc(row["created_at"]),
-            "updated_at": utc(row["updated_at"]),
-            "fail_reason": row["fail_reason"],
-            "failure_kind": row["failure_kind"],
-            "logs": tuple(LogEntry(from_ms(at), message) for at, message in row["logs"]),
-            "backoff": row["backoff"],
-            "backoff_delay": float(row["backoff_delay"]),
-            "backoff_max_delay": float(row["backoff_max_delay"]),
-            "journal": decode_journal(row["journal"]),
-        }
-    )
+    logs = (LogEntry(from_ms(at), message) for at, message in row["logs"])
+    return job_from_row(row, instant=utc, logs=logs)

@@ -22,6 +22,7 @@ from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import JobResult, LogEntry, ReapReport, ResultStatus
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.model.rows import encode_journal
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.postgres import codec
 from durabl.stores.postgres.sql import Queries
@@ -243,7 +244,7 @@ def append_journal(
     statement. True when the journal then holds them (a repeat of an append that already
     applied counts); False when the fence does not hold."""
     if records:
-        values = {**params, "journal": codec.encode_journal(records), "count": len(records)}
+        values = {**params, "journal": encode_journal(records), "count": len(records)}
         cur.execute(q.append_journal, {**values, "position": position})
         if cur.fetchone() is not None:
             return True

@@ -10,8 +10,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from durabl.model.job import Job, LogEntry, job_from_fields
+from durabl.model.job import Job, LogEntry
 from durabl.model.options import MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.model.rows import job_from_row
 from durabl.model.tagged_json import (
     EPOCH,
     ceil_ms,
@@ -39,36 +40,7 @@ def log_rows(job_id: str, first_seq: int, logs: Sequence[LogEntry]) -> list[tupl
 
 
 def to_job(row: sqlite3.Row, logs: Iterable[LogEntry] = ()) -> Job[Any]:
-    return job_from_fields(
-        {
-            "id": row["id"],
-            "type": row["type"],
-            "data": decode_payload(row["data"]),
-            "status": row["status"],
-            "priority": row["priority"],
-            "run_at": from_ms(row["run_at"]),
-            "attempts": row["attempts"],
-            "max_attempts": row["max_attempts"],
-            "dedupe_key": row["dedupe_key"],
-            "dedupe_scope": row["dedupe_scope"],
-            "created_at": from_ms(row["created_at"]),
-            "updated_at": from_ms(row["updated_at"]),
-            "fail_reason": row["fail_reason"],
-            "failure_kind": row["failure_kind"],
-            "logs": tuple(logs),
-            "backoff": row["backoff"],
-            "backoff_delay": float(row["backoff_delay"]),
-            "backoff_max_delay": float(row["backoff_max_delay"]),
-            "journal": decode_journal(row["journal"]),
-        }
-    )
-
-
-def decode_journal(text: str | None) -> tuple[dict[str, Any], ...]:
-    """The journal column (NULL until the first append) as a tuple of entries."""
-    if text is None:
-        return ()
-    return tuple(decode_payload(text))
+    return job_from_row(row, instant=from_ms, logs=logs)
 
 
 def to_log(row: sqlite3.Row) -> LogEntry:

@@ -17,6 +17,7 @@ from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import JobResult, LogEntry, ResultStatus
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
+from durabl.model.rows import decode_journal
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
@@ -324,7 +325,7 @@ def append_journal(
     row = conn.execute(f"SELECT journal FROM {JOBS} WHERE {FENCE}", params).fetchone()
     if row is None:
         return False
-    journal: list[Any] = list(codec.decode_journal(row["journal"]))
+    journal: list[Any] = list(decode_journal(row["journal"]))
     if len(journal) != position:
         # Only the claim holder appends: entries past ``position`` are this append.
         return len(journal) >= position + len(records)
