@@ -48,6 +48,7 @@ from durabl.model.options import (
     NewJob,
 )
 from durabl.model.rules import resolve_miss
+from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -64,6 +65,7 @@ from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
 from durabl.stores.mongo.queries import MongoQueries
 from durabl.stores.mongo.reaper import MongoReaper
 from durabl.stores.mongo.retry import call_with_retries
+from durabl.stores.mongo.schedules import MongoSchedules
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore, is_mongomock
 from durabl.stores.mongo.watcher import Watcher, open_watcher
 
@@ -108,6 +110,7 @@ class MongoJobQueue(StoreBase):
     """
 
     supports_journal = True
+    supports_schedules = True
     db = _OnStore[Database[Any]]()
     col = _OnStore[Collection[dict[str, Any]]]()
     collection_name = _OnStore[str]()
@@ -147,6 +150,7 @@ class MongoJobQueue(StoreBase):
         self.push_settings = PushSettings(batch_window=push_batch_window)
         self.queries = MongoQueries(self.store)
         self.reaper = MongoReaper(self.store)
+        self.schedules = MongoSchedules(self.store)
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
@@ -193,6 +197,21 @@ class MongoJobQueue(StoreBase):
 
     def check_size(self, job: NewJob) -> None:
         codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
+
+    # -- schedules (durabl.stores.mongo.schedules) -------------------------------------
+    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
+        self.schedules.upsert(schedule, next_run_at)
+
+    def load_schedules(self) -> list[Schedule]:
+        return self.schedules.load()
+
+    def delete_schedule(self, name: str) -> bool:
+        return self.schedules.delete(name)
+
+    def fire_schedule(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None:
+        return self.schedules.fire(schedule, next_run_at, jobs)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
