@@ -44,7 +44,13 @@ from durabl.stores.base import (
     StoreBase,
 )
 from durabl.stores.postgres import codec, reads, schedules, schema, writes
-from durabl.stores.postgres.connection import Database, parse_url, redact_url, store_options
+from durabl.stores.postgres.connection import (
+    STORE_OPTIONS,
+    Database,
+    parse_url,
+    redact_url,
+    store_options,
+)
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
 from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
 
@@ -143,24 +149,17 @@ class PostgresJobQueue(StoreBase):
         where = redact_url(self.url) if self.url else "pool"
         return f"PostgresJobQueue({where!r}, table={self.table!r})"
 
-    URL_OPTIONS = frozenset(
-        {
-            "clock",
-            "table",
-            "prepare_threshold",
-            "pool_min_size",
-            "pool_max_size",
-            "listen_notify",
-            "safety_poll_interval",
-        }
-    )
+    #: Keywords :meth:`from_url` takes beside the URL: the URL's own store options, and
+    #: the clock (tests).
+    URL_OPTIONS = frozenset({"clock", *STORE_OPTIONS})
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresJobQueue:
-        """``postgresql://`` or ``postgres://``; query options ``table``,
-        ``prepare_threshold`` (a number, or ``none``), ``pool_min_size`` and
-        ``pool_max_size`` are the store's, the others go to libpq (``sslmode``,
-        ``connect_timeout`` (default 5 s), ``application_name`` ...). Nothing connects."""
+        """``postgresql://`` or ``postgres://``; the query options in ``STORE_OPTIONS``
+        (``table``, ``prepare_threshold``, ``pool_min_size``, ``pool_max_size``,
+        ``listen_notify``, ``safety_poll_interval``) are the store's, the others go to libpq
+        (``sslmode``, ``connect_timeout`` (default 5 s), ``application_name`` ...). Nothing
+        connects."""
         unknown = set(options) - cls.URL_OPTIONS
         if unknown:
             raise ValueError(f"postgresql:// URLs take no options {sorted(unknown)}")
