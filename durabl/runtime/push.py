@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.job import JobEvent, PickupMode, QueueHealth
 from durabl.model.options import DEFAULT_POLL_INTERVAL
@@ -20,6 +21,7 @@ from durabl.stores.base import Backend, PushSource, PushWatcher
 PUSH_JOIN_TIMEOUT = 5.0
 
 
+@dataclass(eq=False)
 class PushPickup:
     """Routes a store's push notifications to the processors of one queue.
 
@@ -28,26 +30,17 @@ class PushPickup:
     interval); ``closing`` tells whether the queue is shutting down.
     """
 
-    def __init__(
-        self,
-        backend: Backend,
-        processors: Mapping[str, Processor],
-        *,
-        lock: threading.RLock,
-        closing: Callable[[], bool],
-        emit: Callable[[JobEvent], None],
-        logger: logging.Logger,
-    ) -> None:
-        self.backend = backend
-        self._processors = processors
-        self._lock = lock
-        self._closing = closing
-        self._emit = emit
-        self.logger = logger
-        self._watcher: PushWatcher | None = None
-        self._types: frozenset[str] = frozenset()
-        self._mode: PickupMode = "poll"
-        self._default_interval: set[str] = set()
+    backend: Backend
+    processors: Mapping[str, Processor]
+    _: KW_ONLY
+    lock: threading.RLock
+    closing: Callable[[], bool]
+    sink: Callable[[JobEvent], None]
+    logger: logging.Logger
+    _watcher: PushWatcher | None = field(default=None, init=False)
+    _types: frozenset[str] = field(default=frozenset(), init=False)
+    _mode: PickupMode = field(default="poll", init=False)
+    _default_interval: set[str] = field(default_factory=set, init=False)
 
     @property
     def mode(self) -> PickupMode:
@@ -56,7 +49,7 @@ class PushPickup:
     def default_poll_interval(self, type: str | None = None) -> float:
         """The poll interval of a processor that did not choose one; with ``type``, that
         processor follows the pickup mode from now on."""
-        with self._lock:
+        with self.lock:
             if type is not None:
                 self._default_interval.add(type)
             backend = self.backend
@@ -68,9 +61,9 @@ class PushPickup:
         """Route push notifications for ``type``; start the watcher on the first call when
         the store offers push pickup (``supports_push`` after its startup check)."""
         backend = self.backend
-        with self._lock:
+        with self.lock:
             self._types = self._types | {type}
-            if self._watcher is not None or self._closing():
+            if self._watcher is not None or self.closing():
                 return
             if not isinstance(backend, PushSource) or not backend.supports_push:
                 return
@@ -80,17 +73,17 @@ class PushPickup:
 
     def stop(self, timeout: float = PUSH_JOIN_TIMEOUT) -> None:
         """Stop the watcher, if any, waiting up to ``timeout``: no wake-ups after this."""
-        with self._lock:
+        with self.lock:
             watcher = self._watcher
         if watcher is not None and not watcher.stop(timeout):
             self.logger.warning("the change-stream watcher did not stop within %.1fs", timeout)
 
     def health(self) -> QueueHealth:
         """See :meth:`durabl.JobQueue.is_healthy`."""
-        with self._lock:
+        with self.lock:
             watcher = self._watcher
             processing = tuple(sorted(self._types))
-        healthy = not self._closing()
+        healthy = not self.closing()
         if watcher is not None:
             status = watcher.status()
             return QueueHealth(healthy, status.pickup, status.reason, processing, status.details)
@@ -113,8 +106,8 @@ class PushPickup:
     def push_due(self, type: str, count: int) -> None:
         """Wake the processor of ``type`` if it has a free slot; otherwise it polls again
         as soon as one of its runs finishes."""
-        processor = self._processors.get(type)
-        if processor is None or self._closing():
+        processor = self.processors.get(type)
+        if processor is None or self.closing():
             return
         if processor.free_slots() <= 0:
             processor.note_due()
@@ -126,12 +119,12 @@ class PushPickup:
     def push_mode(self, mode: PickupMode, reason: str) -> None:
         """Processors on the default interval poll every ``safety_poll_interval`` while
         push is up, and return to the normal interval (polling at once) when it is not."""
-        with self._lock:
+        with self.lock:
             if mode == self._mode:
                 return
             self._mode = mode
             interval = self.default_poll_interval()
-            targets = [p for t, p in self._processors.items() if t in self._default_interval]
+            targets = [p for t, p in self.processors.items() if t in self._default_interval]
         self.logger.info("job pickup is now %s: %s", mode, reason)
         for processor in targets:
             processor.poll_interval = interval
@@ -139,7 +132,7 @@ class PushPickup:
                 processor.poll_soon()
 
     def push_closing(self) -> bool:
-        return self._closing()
+        return self.closing()
 
     def emit(self, event: JobEvent) -> None:
-        self._emit(event)
+        self.sink(event)

@@ -91,7 +91,7 @@ class JobQueue:
             self._processors.by_type,
             lock=self._lock,
             closing=self._closing,
-            emit=self.emit,
+            sink=self.emit,
             logger=self.logger,
         )
         self._drain = Drain(

@@ -7,6 +7,7 @@ import signal as signal_module
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -29,6 +30,7 @@ MIN_RELEASE_TIMEOUT = 0.05
 """Below this much time left, a release is not attempted: the run is only fenced."""
 
 
+@dataclass(eq=False, kw_only=True)
 class Drain:
     """The one shutdown of a queue. ``begin()`` fences new work and creates the future;
     ``run()`` does the waiting, aborting and releasing.
@@ -38,23 +40,14 @@ class Drain:
     given how long it may take).
     """
 
-    def __init__(
-        self,
-        *,
-        clock: Clock,
-        runs: RunRegistry[ManagedRun],
-        processors: Callable[[], list[Processor]],
-        stop_reaper: Callable[[float], None],
-        stop_pickup: Callable[[float], None],
-    ) -> None:
-        self.clock = clock
-        self.runs = runs
-        self.processors = processors
-        self.stop_reaper = stop_reaper
-        self.stop_pickup = stop_pickup
-        self._lock = threading.Lock()
-        self.future: Future[None] | None = None
-        self._owner = False
+    clock: Clock
+    runs: RunRegistry[ManagedRun]
+    processors: Callable[[], list[Processor]]
+    stop_reaper: Callable[[float], None]
+    stop_pickup: Callable[[float], None]
+    future: Future[None] | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _owner: bool = field(default=False, init=False)
 
     @property
     def started(self) -> bool:
