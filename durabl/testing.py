@@ -23,6 +23,7 @@ from durabl.orchestrator.journal import (
     journal_budget,
     portable,
 )
+from durabl.orchestrator.limits import RunLimits
 from durabl.runtime.run import RunSignal, SuspendRun
 
 __all__ = ["FakeClock", "OrchestrationHarness", "SimulatedCrash", "wait_until"]
@@ -169,11 +170,13 @@ class OrchestrationHarness:
         self.type = type
         self.dedupe_key = dedupe_key
         self.seed = seed
-        if max_journal_bytes is not None and max_journal_bytes <= 0:
-            raise ValueError(f"max_journal_bytes must be positive, got {max_journal_bytes!r}")
-        self.max_journal_bytes = max_journal_bytes or DEFAULT_MAX_JOURNAL_BYTES
-        self.step_timeout = None if step_timeout is None else to_seconds(step_timeout)
-        self.max_duration = None if max_duration is None else to_seconds(max_duration)
+        self.limits = RunLimits.checked(
+            DEFAULT_MAX_JOURNAL_BYTES if max_journal_bytes is None else max_journal_bytes,
+            step_timeout,
+            max_duration,
+        )
+        self.max_journal_bytes = self.limits.max_journal_bytes
+        self.step_timeout, self.max_duration = self.limits.step_timeout, self.limits.max_duration
         self.attempts = 0
         self.runs = 0
         self.status: HarnessStatus = "new"
@@ -269,10 +272,6 @@ class OrchestrationHarness:
         logs = LogBuffer(self._now)
         ctx = JobContext(signal, logs)
         hooks = _CrashHooks(after, before)
-        run_limit = None
-        if self.max_duration is not None:
-            reason = f"max-duration: the run took longer than {self.max_duration:g} s"
-            run_limit = (self.clock.monotonic() + self.max_duration, reason)
         octx = OrchestrationContext(
             job,
             io=_MemoryJournal(self._journal, self._now),
@@ -283,7 +282,7 @@ class OrchestrationHarness:
             monotonic=self.clock.monotonic,
             started_at=now,
             seed=lambda: self.seed,
-            run_limit=run_limit,
+            run_limit=self.limits.run_limit(self.clock.monotonic()),
             hooks=hooks,
         )
         self.error = None

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from durabl.model.clock import Seconds, to_seconds
+from durabl.model.clock import Seconds
 from durabl.model.exceptions import DurablError, JournalTooLarge, NondeterminismError
 from durabl.model.job import JournalAppendResult
 from durabl.model.options import check_job_type
@@ -26,6 +26,7 @@ from durabl.orchestrator.journal import (
     StepResultError,
     journal_budget,
 )
+from durabl.orchestrator.limits import RunLimits
 from durabl.runtime.run import ManagedHandler, ManagedRun
 
 if TYPE_CHECKING:
@@ -53,17 +54,8 @@ def journal_capable(backend: Backend) -> bool:
 def _journal_unsupported(backend: object) -> JournalUnsupportedError:
     return JournalUnsupportedError(
         f"{backend!r} cannot hold an orchestration journal (supports_journal is false): "
-        "use MongoJobQueue, SqliteJobQueue or MemoryBackend"
+        "use MongoJobQueue, PostgresJobQueue, SqliteJobQueue or MemoryBackend"
     )
-
-
-def _opt_seconds(value: Seconds | None, name: str) -> float | None:
-    if value is None:
-        return None
-    seconds = to_seconds(value, name)
-    if seconds <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return seconds
 
 
 class _RunJournal:
@@ -114,16 +106,10 @@ class OrchestrationHandler(ManagedHandler):
                 f"orchestration body {body!r} is async; durabl runs bodies in worker threads: "
                 "write it as a plain function"
             )
-        if (
-            isinstance(max_journal_bytes, bool)
-            or not isinstance(max_journal_bytes, int)
-            or max_journal_bytes < 1
-        ):
-            raise ValueError(f"max_journal_bytes must be an int >= 1, got {max_journal_bytes!r}")
         self.body = body
-        self.max_journal_bytes = max_journal_bytes
-        self.step_timeout = _opt_seconds(step_timeout, "step_timeout")
-        self.max_duration = _opt_seconds(max_duration, "max_duration")
+        self.limits = RunLimits.checked(max_journal_bytes, step_timeout, max_duration)
+        self.max_journal_bytes = self.limits.max_journal_bytes
+        self.step_timeout, self.max_duration = self.limits.step_timeout, self.limits.max_duration
         functools.update_wrapper(self, body, updated=())
 
     def __repr__(self) -> str:
@@ -136,10 +122,6 @@ class OrchestrationHandler(ManagedHandler):
         if not journal_capable(backend):
             raise _journal_unsupported(backend)
         job = run.handle.as_job()
-        run_limit = None
-        if self.max_duration is not None:
-            reason = f"max-duration: the run took longer than {self.max_duration:g} s"
-            run_limit = (run.started_at + self.max_duration, reason)
         octx = OrchestrationContext(
             job,
             io=_RunJournal(run),
@@ -150,7 +132,7 @@ class OrchestrationHandler(ManagedHandler):
             monotonic=runtime.clock.monotonic,
             started_at=backend.now(),
             seed=lambda: secrets.token_hex(16),
-            run_limit=run_limit,
+            run_limit=self.limits.run_limit(run.started_at),
         )
         octx.run(self.body)
 
@@ -190,7 +172,7 @@ class Orchestrator:
             "step_timeout": step_timeout,
             "max_duration": max_duration,
         }
-        OrchestrationHandler(lambda job, octx: None, **self._defaults)  # validate them now
+        RunLimits.checked(**self._defaults)  # refuse bad defaults now, not at define()
         self._definitions: dict[str, OrchestrationDefinition] = {}
         self._started: set[str] = set()
 
