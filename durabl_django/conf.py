@@ -29,6 +29,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "BACKEND": None,
     "ADMIN_LAG_THRESHOLD": 300,
     "SHUTDOWN_TIMEOUT": 30,
+    "SCHEDULES": {},
 }
 
 #: What each key must hold, in words (for the E002 message).
@@ -42,6 +43,7 @@ EXPECTED: Final[Mapping[str, str]] = {
     "BACKEND": "a dotted path string or None",
     "ADMIN_LAG_THRESHOLD": "a positive number of seconds or a timedelta",
     "SHUTDOWN_TIMEOUT": "a positive number of seconds or a timedelta",
+    "SCHEDULES": "a dict of schedule name -> dict of durabl.schedule() arguments with 'type'",
 }
 
 _DURATIONS: Final = ("VISIBILITY_TIMEOUT", "ADMIN_LAG_THRESHOLD", "SHUTDOWN_TIMEOUT")
@@ -58,6 +60,7 @@ class DurablSettings:
     EVENT_SINK: str | None
     BACKEND: str | None
     ADMIN_LAG_THRESHOLD: float | timedelta
+    SCHEDULES: Mapping[str, Mapping[str, Any]]
     SHUTDOWN_TIMEOUT: float | timedelta
 
     def __init__(self) -> None:
@@ -125,6 +128,11 @@ def _type_ok(name: str, value: object) -> bool:
         return isinstance(value, str) and bool(value)
     if name == "URL":
         return isinstance(value, str)
+    if name == "SCHEDULES":
+        return isinstance(value, Mapping) and all(
+            isinstance(key, str) and isinstance(entry, Mapping) and "type" in entry
+            for key, entry in value.items()
+        )
     return value is None or (isinstance(value, str) and bool(value))
 
 

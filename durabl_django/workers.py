@@ -104,10 +104,12 @@ def select(specs: dict[str, JobSpec], types: Iterable[str] | None) -> list[JobSp
     return [specs[t] for t in wanted]
 
 
-def startup_line(specs: list[JobSpec], *, reaper: bool) -> str:
+def startup_line(specs: list[JobSpec], *, reaper: bool, scheduler: bool | None = None) -> str:
     types = ", ".join(f"{spec.type} (x{spec.concurrency})" for spec in specs)
+    schedules = "" if scheduler is None else f"; scheduler {'on' if scheduler else 'off'}"
     return (
-        f"durabl: processing {types}; reaper {'on' if reaper else 'off'}; Ctrl-C or SIGTERM to stop"
+        f"durabl: processing {types}; reaper {'on' if reaper else 'off'}{schedules}; "
+        "Ctrl-C or SIGTERM to stop"
     )
 
 
@@ -120,6 +122,7 @@ class Runner:
         specs: list[JobSpec],
         *,
         reaper: bool = True,
+        scheduler: bool | None = None,
         shutdown_timeout: float = 30.0,
         stdout: Output | None = None,
         stderr: Output | None = None,
@@ -128,6 +131,8 @@ class Runner:
         self.queue = queue
         self.specs = specs
         self.reaper = reaper
+        #: Run the scheduler (docs/schedules.md); None: off, and not in the startup line.
+        self.scheduler = scheduler
         self.shutdown_timeout = shutdown_timeout
         self.stdout: Output = stdout or sys.stdout
         self.stderr: Output = stderr or sys.stderr
@@ -159,13 +164,16 @@ class Runner:
             )
         if self.reaper:
             self.queue.start_reaper()
+        if self.scheduler:
+            self.queue.start_scheduler()
         self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
         for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's
             self._durabl_handlers[sig] = signal.signal(sig, self._on_signal)
         if self.queue.draining is not None:  # a signal reached durabl's handler before ours
             self._signalled = True
             self._watch_drain()
-        self.stdout.write(startup_line(self.specs, reaper=self.reaper) + "\n")
+        line = startup_line(self.specs, reaper=self.reaper, scheduler=self.scheduler)
+        self.stdout.write(line + "\n")
         self.stdout.flush()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

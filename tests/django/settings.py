@@ -6,6 +6,7 @@ SQLite file they share with the test; in-process tests get a fresh mongomock dat
 
 from __future__ import annotations
 
+import json
 import os
 
 SECRET_KEY = "durabl-django-tests-not-secret"
@@ -58,6 +59,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast log
 STATIC_URL = "/static/"
 
 DURABL = {"URL": os.environ.get("DURABL_TEST_URL", "mongomock://durabl_tests")}
+if "DURABL_TEST_SCHEDULES" in os.environ:  # JSON, for the runworkers schedule test
+    DURABL["SCHEDULES"] = json.loads(os.environ["DURABL_TEST_SCHEDULES"])
 
 TASKS = {
     "default": {

@@ -111,7 +111,8 @@ def test_runworkers_processes_jobs_and_drains_on_sigterm(
     workers.append(w)
     assert w.startup_line == (
         "durabl: processing django-task:default (x1), django-task:emails (x1), slow (x2), "
-        "touch (x1), two-steps (x1), welcome-email (x4); reaper on; Ctrl-C or SIGTERM to stop"
+        "touch (x1), two-steps (x1), welcome-email (x4); reaper on; scheduler on; "
+        "Ctrl-C or SIGTERM to stop"
     ), w.failure()
     assert wait_until(lambda: touched.exists() and Path(f"{slow}.started").exists(), 30), (
         w.failure()
@@ -137,11 +138,12 @@ def test_runworkers_options_pick_types_and_concurrency(
 ) -> None:
     w = Workers(
         db, "--type", "touch", "--type", "slow", "--concurrency", "3", "--no-reaper",
-        "--shutdown-timeout", "2",
+        "--no-scheduler", "--shutdown-timeout", "2",
     )  # fmt: skip
     workers.append(w)
     assert w.startup_line == (
-        "durabl: processing touch (x3), slow (x3); reaper off; Ctrl-C or SIGTERM to stop"
+        "durabl: processing touch (x3), slow (x3); reaper off; scheduler off; "
+        "Ctrl-C or SIGTERM to stop"
     ), w.failure()
     w.signal(signal.SIGINT)
     assert w.exit_code(within=30) == 0

@@ -32,6 +32,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         assert durabl_settings.BACKEND is None
         assert durabl_settings.ADMIN_LAG_THRESHOLD == 300
         assert durabl_settings.SHUTDOWN_TIMEOUT == 30
+        assert durabl_settings.SCHEDULES == {}
     assert set(DEFAULTS) == {
         "URL",
         "DATABASE",
@@ -42,6 +43,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         "BACKEND",
         "ADMIN_LAG_THRESHOLD",
         "SHUTDOWN_TIMEOUT",
+        "SCHEDULES",
     }
 
 

@@ -136,7 +136,7 @@ def test_the_example_shop_runs_with_runserver_and_runworkers(shop: Shop) -> None
         assert workers.stdout is not None
         assert workers.stdout.readline().strip() == (
             "durabl: processing charge-card (x1), fulfil-order (x1), send-receipt (x2); "
-            "reaper on; Ctrl-C or SIGTERM to stop"
+            "reaper on; scheduler on; Ctrl-C or SIGTERM to stop"
         )
 
         def settled() -> bool:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from durabl import positive_int_arg, positive_seconds_arg
 from durabl_django.conf import durabl_settings
 from durabl_django.runtime import get_queue
+from durabl_django.schedules import declare_schedules
 from durabl_django.workers import Runner, declared_jobs, select
 
 
@@ -40,6 +42,12 @@ class Command(BaseCommand):
             "on a timer)",
         )
         parser.add_argument(
+            "--no-scheduler",
+            action="store_true",
+            help="do not run the scheduler (the schedules of DURABL['SCHEDULES'] and "
+            "durabl.schedule; any number of processes may run it)",
+        )
+        parser.add_argument(
             "--shutdown-timeout",
             type=positive_seconds_arg,
             metavar="S",
@@ -65,6 +73,12 @@ class Command(BaseCommand):
         timeout = options["shutdown_timeout"]
         if timeout is None:
             timeout = durabl_settings.seconds("SHUTDOWN_TIMEOUT")
+        scheduler = not options["no_scheduler"]
+        if scheduler:
+            try:
+                declare_schedules()
+            except ImproperlyConfigured as exc:
+                raise CommandError(str(exc)) from None
         queue = get_queue()
         if queue.immediate:
             raise CommandError(
@@ -75,6 +89,7 @@ class Command(BaseCommand):
             queue,
             selected,
             reaper=not options["no_reaper"],
+            scheduler=scheduler,
             shutdown_timeout=timeout,
             stdout=self.stdout,
             stderr=self.stderr,
