@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds
+from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule, build_schedule, plan_firing, tick_job
 from durabl.stores.base import Backend
 
@@ -98,19 +99,24 @@ class Scheduler:
     def store(self, schedule: Schedule) -> None:
         """Upsert ``schedule`` (unchanged when stored with the same definition)."""
         self._check_store()
-        self.backend.upsert_schedule(schedule, schedule.first_tick(self.backend.now()))
+        self.backend.upsert_schedule(schedule, schedule.first_tick(self.now()))
         self._wake.set()
+
+    def now(self) -> datetime:
+        """This process's clock, to the millisecond. (Not the store's ``now()``, which may
+        be a query: a pass costs one query however many schedules it looks at.)"""
+        return to_millis(self.clock.now())
 
     # -- one pass -------------------------------------------------------------------------
     def run_once(self, now: datetime | None = None) -> datetime | None:
         """Load every schedule (one query), fire the due ones, and return the earliest
-        next tick (None: no schedule). ``now`` defaults to the store's clock."""
+        next tick (None: no schedule). ``now`` defaults to the scheduler's clock."""
         self._check_store()
         self.passes += 1
         schedules = self.backend.load_schedules()
         earliest: datetime | None = None
         for schedule in schedules:
-            at = self.backend.now() if now is None else now
+            at = self.now() if now is None else now
             next_run_at = self._fire(schedule, at)
             if next_run_at is not None and (earliest is None or next_run_at < earliest):
                 earliest = next_run_at
@@ -125,7 +131,7 @@ class Scheduler:
         if ids is None:
             self.logger.debug("schedule %s was fired by another process", schedule.name)
         else:
-            self.logger.info(
+            self.logger.debug(
                 "schedule %s enqueued %d job(s)",
                 schedule.name,
                 len(ids),
@@ -174,7 +180,7 @@ class Scheduler:
             else:
                 wait = MAX_SLEEP
                 if earliest is not None:
-                    until = (earliest - self.backend.now()).total_seconds()
+                    until = (earliest - self.now()).total_seconds()
                     wait = min(max(until, 0.0), MAX_SLEEP)
             # At most one pass (one query) per MIN_PASS_INTERVAL, however many schedules.
             elapsed = self.clock.monotonic() - started
