@@ -7,6 +7,7 @@ decided here, once, so the stores cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -15,10 +16,14 @@ from durabl.model.job import (
     FAILURE_KINDS,
     STATUSES,
     TERMINAL_STATUSES,
+    JobFilter,
     JobResult,
     QueueStats,
     ResultStatus,
 )
+
+JOB_FILTER_FIELDS = tuple(f.name for f in fields(JobFilter))
+"""The keywords ``list_jobs`` and ``count_jobs`` select by."""
 
 STALLED_REASON = "lease expired: the worker stopped heartbeating (crashed or hung)"
 """The ``fail_reason`` of a job the reaper gave up on (failure kind ``stalled``)."""
@@ -62,6 +67,17 @@ def check_filters(status: str | None, failure_kind: str | None) -> None:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     if failure_kind is not None and failure_kind not in FAILURE_KINDS:
         raise ValueError(f"failure_kind must be one of {FAILURE_KINDS}, got {failure_kind!r}")
+
+
+def job_filter(filters: Mapping[str, Any]) -> JobFilter:
+    """The selection ``list_jobs``/``count_jobs`` keywords make, checked: ``TypeError`` for
+    a keyword that is no filter, ``ValueError`` for an unknown status or failure kind."""
+    unknown = sorted(set(filters) - set(JOB_FILTER_FIELDS))
+    if unknown:
+        raise TypeError(f"unknown job filters {unknown}: use {', '.join(JOB_FILTER_FIELDS)}")
+    selection = JobFilter(**filters)
+    check_filters(selection.status, selection.failure_kind)
+    return selection
 
 
 def check_page(limit: int, offset: int) -> None:

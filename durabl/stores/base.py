@@ -30,7 +30,7 @@ from durabl.model.job import (
     ReapReport,
 )
 from durabl.model.options import NewJob, clip_reason
-from durabl.model.rules import check_filters, check_page
+from durabl.model.rules import check_page, job_filter
 from durabl.model.schedule import Schedule
 
 
@@ -380,36 +380,17 @@ class StoreBase(ABC):
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
         """See :meth:`Backend.reap`."""
 
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Job[Any]]:
-        """See :meth:`Backend.list_jobs`: the filters and the page are checked here, once,
-        and the store answers through :meth:`find_jobs`."""
-        check_filters(status, failure_kind)
+    def list_jobs(self, *, limit: int = 100, offset: int = 0, **filters: Any) -> list[Job[Any]]:
+        """See :meth:`Backend.list_jobs` (``filters``: the keywords it names). The filters
+        and the page are checked here, once; the store answers through :meth:`find_jobs`."""
+        selection = job_filter(filters)
         check_page(limit, offset)
-        return self.find_jobs(
-            JobFilter(status, type, failure_kind, search), limit=limit, offset=offset
-        )
+        return self.find_jobs(selection, limit=limit, offset=offset)
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int:
-        """See :meth:`Backend.count_jobs`: the filters are checked here, and the store
-        answers through :meth:`count_matching`."""
-        check_filters(status, failure_kind)
-        return self.count_matching(JobFilter(status, type, failure_kind, search))
+    def count_jobs(self, **filters: Any) -> int:
+        """See :meth:`Backend.count_jobs`: checked as :meth:`list_jobs`; the store answers
+        through :meth:`count_matching`."""
+        return self.count_matching(job_filter(filters))
 
     @abstractmethod
     def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:

@@ -162,6 +162,14 @@ def test_a_negative_offset_is_a_value_error(backend: Backend) -> None:
         backend.list_jobs(offset=-1)
 
 
+def test_an_unknown_filter_is_a_type_error_naming_the_filters(backend: Backend) -> None:
+    enqueue_id(backend)
+    with pytest.raises(TypeError, match="unknown job filters \\['state'\\]"):
+        backend.list_jobs(state="failed")
+    with pytest.raises(TypeError, match="status, type, failure_kind, search"):
+        backend.count_jobs(kind="fatal")
+
+
 @pytest.mark.parametrize("page", [{"limit": -1}, {"limit": 2.5}, {"limit": True}, {"offset": "1"}])
 def test_every_store_refuses_the_same_bad_pages(backend: Backend, page: dict[str, Any]) -> None:
     enqueue_id(backend)
