@@ -124,6 +124,32 @@ class Schedule:
             tick = ticks.get_next(datetime)
         return to_millis(tick.astimezone(timezone.utc))
 
+    def ticks_back(self, now: datetime, since: datetime, limit: int) -> list[datetime]:
+        """The newest ``limit`` ticks in ``[since, now]``, oldest first."""
+        if self.every is not None:
+            step = round(self.every * 1000)
+            newest = to_ms(now) // step * step
+            first = max(to_ms(since), newest - (limit - 1) * step)
+            first = -(-first // step) * step
+            return [from_ms(ms) for ms in range(first, newest + 1, step)]
+        assert self.cron is not None
+        zone = _zone(self.timezone)
+        ticks = _croniter(self.cron, (now + _ONE_MS).astimezone(zone))
+        found: list[datetime] = []  # newest first
+        last_wall: datetime | None = None
+        while len(found) < limit:
+            local: datetime = ticks.get_prev(datetime)
+            tick = to_millis(local.astimezone(timezone.utc))
+            if tick < since:
+                break
+            wall = local.replace(tzinfo=None)
+            if wall == last_wall:  # a repeated wall-clock time: its first occurrence ticks
+                found[-1] = tick
+            else:
+                found.append(tick)
+            last_wall = wall
+        return found[::-1]
+
     def first_tick(self, now: datetime) -> datetime:
         """``next_run_at`` of a new (or redefined) schedule: the first tick after now."""
         return self.next_tick(now)
@@ -145,21 +171,10 @@ def plan_firing(schedule: Schedule, now: datetime) -> Firing | None:
     due = schedule.next_run_at
     if due is None or due > now:
         return None
-    ticks: list[datetime] = []
-    tick = due
-    # Walk the due ticks, keeping the newest MAX_CATCH_UP; ``every`` jumps over long gaps.
-    if schedule.every is not None:
-        step = round(schedule.every * 1000)
-        newest = to_ms(now) // step * step
-        first = max(to_ms(due), newest - (MAX_CATCH_UP - 1) * step)
-        first = -(-first // step) * step
-        ticks = [from_ms(ms) for ms in range(first, newest + 1, step)]
-    else:
-        while tick <= now:
-            ticks.append(tick)
-            if len(ticks) > MAX_CATCH_UP:
-                del ticks[0]
-            tick = schedule.next_tick(tick)
+    # The due ticks, newest first from now back to ``due``: only as many as the policy can
+    # use, so a long outage costs no walk over every tick it missed.
+    wanted = MAX_CATCH_UP if schedule.catch_up == "all" else 1
+    ticks = schedule.ticks_back(now, due, wanted)
     next_run_at = schedule.next_tick(now)
     if not ticks:  # cannot happen for a tick <= now; kept for safety
         return Firing((), next_run_at)
