@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds
@@ -110,14 +110,22 @@ class Scheduler:
     # -- one pass -------------------------------------------------------------------------
     def run_once(self, now: datetime | None = None) -> datetime | None:
         """Load every schedule (one query), fire the due ones, and return the earliest
-        next tick (None: no schedule). ``now`` defaults to the scheduler's clock."""
+        next tick (None: no schedule). ``now`` defaults to the scheduler's clock. A
+        schedule that fails to fire is logged and tried again at a later pass; a failure to
+        load raises."""
         self._check_store()
         self.passes += 1
         schedules = self.backend.load_schedules()
         earliest: datetime | None = None
         for schedule in schedules:
             at = self.now() if now is None else now
-            next_run_at = self._fire(schedule, at)
+            try:
+                next_run_at = self._fire(schedule, at)
+            except Exception:  # one schedule's trouble (say a dedupe scope clash) is its own
+                self.logger.exception(
+                    "schedule %s could not fire", schedule.name, extra={"schedule": schedule.name}
+                )
+                next_run_at = at + timedelta(seconds=ERROR_BACKOFF)
             if next_run_at is not None and (earliest is None or next_run_at < earliest):
                 earliest = next_run_at
         return earliest

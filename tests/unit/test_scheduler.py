@@ -93,3 +93,17 @@ def test_start_scheduler_after_shutdown_is_refused() -> None:
     queue.shutdown(timeout=1)
     with pytest.raises(durabl.QueueShutdownError):
         queue.start_scheduler()
+
+
+def test_a_schedule_that_cannot_fire_does_not_hold_up_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backend = MemoryBackend()
+    queue = JobQueue(backend)
+    queue.enqueue("other", {}, dedupe_key="k", dedupe_scope="pending")  # the key's live scope
+    queue.schedule("clash", "tick", every=0.001, dedupe_key="k")  # the other scope: refused
+    queue.schedule("fine", "tick", every=0.001)
+    assert wait_until(
+        lambda: queue.scheduler.run_once() is not None and backend.count_jobs(type="tick")
+    )
+    assert "schedule clash could not fire" in caplog.text
