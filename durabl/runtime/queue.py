@@ -162,8 +162,18 @@ class JobQueue:
         backoff: str = "exponential",
         backoff_delay: Seconds = 1.0,
         backoff_max_delay: Seconds = 300.0,
+        connection: object | None = None,
     ) -> str | None:
-        """Store a job; its id, or None when its dedupe slot is taken (see the docs)."""
+        """Store a job; its id, or None when its dedupe slot is taken (see the docs).
+
+        ``connection``: the caller's open database connection (a psycopg ``Connection``
+        on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
+        inside the transaction open on it: it exists if and only if that commits."""
+        if connection is not None and self.immediate:
+            raise ValueError(
+                "enqueue(connection=...) cannot be used on an immediate queue: the job "
+                "would run before the caller's transaction commits"
+            )
         backend = self._ready()
         job = build_new_job(
             type,
@@ -180,6 +190,8 @@ class JobQueue:
             backoff_max_delay=backoff_max_delay,
             now=backend.now() if delay else None,
         )
+        if connection is not None:  # workers learn of it at the caller's commit
+            return backend.enqueue_through(job, connection).job_id
         result = backend.enqueue(job)
         if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
             self._job_due(type)

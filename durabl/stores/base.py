@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import (
+    AttemptOutcome,
     FailureKind,
     FencedWrites,
     Job,
@@ -28,6 +29,7 @@ from durabl.model.job import (
     PickupMode,
     QueueStats,
     ReapReport,
+    attempt_error,
 )
 from durabl.model.options import NewJob, clip_reason
 from durabl.model.rules import check_page, job_filter
@@ -78,6 +80,16 @@ class Failure:
     def op(self) -> str:
         """The operation's name in receipts, retries and errors."""
         return "fail" if self.retry_at is not None else "fail-fatal"
+
+    @property
+    def error(self) -> str | None:
+        """The one-line summary the attempt's history entry keeps."""
+        return attempt_error(self.reason)
+
+    @property
+    def terminal_outcome(self) -> AttemptOutcome:
+        """The attempt's outcome when this failure ends the job."""
+        return "invalid-payload" if str(self.kind) == "invalid-payload" else "failed"
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,16 @@ class Backend(FencedWrites, Protocol):
 
         Raises ``DedupeScopeConflictError`` when the key's live job has the other scope.
         """
+
+    #: True when :meth:`enqueue_through` can insert through a caller's own connection.
+    supports_transactional_enqueue: bool
+
+    def enqueue_through(self, job: NewJob, connection: object) -> EnqueueResult:
+        """:meth:`enqueue` inside the transaction open on ``connection``, the caller's own
+        database connection (``queue.enqueue(..., connection=conn)``): the job exists if
+        and only if the caller commits, and nothing can claim it before. A failure inside
+        (a scope conflict, a statement error) leaves the caller's transaction usable.
+        ``ValueError`` on a store without transactional enqueue."""
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         """Create the job already claimed when its key allows a run now; else enqueue a
@@ -273,6 +295,26 @@ class StoreBase(ABC):
     def schema_version(self) -> SchemaVersion | None:
         """No versioned schema unless the store says otherwise."""
         return None
+
+    # -- transactional enqueue: a store that can sets the flag and writes the insert -----
+    supports_transactional_enqueue: bool = False
+
+    def enqueue_through(self, job: NewJob, connection: object) -> EnqueueResult:
+        """See :meth:`Backend.enqueue_through`: refused here, once, for every store that
+        does not declare the capability; the others insert through
+        :meth:`insert_through`."""
+        if not self.supports_transactional_enqueue:
+            raise ValueError(
+                f"enqueue(connection=...) needs a store with transactional enqueue "
+                f"(PostgresJobQueue); {type(self).__name__} has none"
+            )
+        return self.insert_through(job, connection)
+
+    def insert_through(self, job: NewJob, connection: object) -> EnqueueResult:
+        """Store ``job`` as :meth:`enqueue` would, through ``connection`` and inside the
+        transaction open on it (check the connection: a wrong type is a ``TypeError``, a
+        closed or unusable one a ``ValueError``)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no transactional enqueue")
 
     # -- schedules: stores that keep them override these four and set the flag ---------
     supports_schedules: bool = False

@@ -47,8 +47,10 @@ from durabl.stores.postgres import codec, reads, schedules, schema, writes
 from durabl.stores.postgres.connection import (
     STORE_OPTIONS,
     Database,
+    caller_connection,
     parse_url,
     redact_url,
+    run_in_caller_transaction,
     store_options,
 )
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
@@ -88,10 +90,17 @@ class PostgresJobQueue(StoreBase):
     processors on the default poll interval poll every ``safety_poll_interval`` seconds as
     the safety net. Turn it off behind PgBouncer in transaction mode (LISTEN needs a
     session).
+
+    Transactional enqueue: ``queue.enqueue(..., connection=conn)`` inserts through the
+    caller's own psycopg ``Connection``, inside the transaction open on it (see
+    :meth:`insert_through`). ``enqueue_connection``: a function giving the connection
+    every enqueue goes through that way (None from it: the pool) — how Django's own
+    connection serves the enqueues made in Django code.
     """
 
     supports_journal = True
     supports_schedules = True
+    supports_transactional_enqueue = True
     #: True while ``listen_notify`` is on: the queue then runs a :class:`NotifyListener`.
     supports_push: bool
 
@@ -108,6 +117,7 @@ class PostgresJobQueue(StoreBase):
         listen_notify: bool = True,
         safety_poll_interval: float = DEFAULT_POLL_INTERVAL,
         listen_settings: ListenSettings | None = None,
+        enqueue_connection: Callable[[], object | None] | None = None,
     ) -> None:
         if isinstance(safety_poll_interval, bool) or not (
             isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
@@ -119,6 +129,7 @@ class PostgresJobQueue(StoreBase):
         self.supports_push = self.listen_notify
         self.safety_poll_interval = float(safety_poll_interval)
         self.listen_settings = listen_settings or ListenSettings()
+        self.enqueue_connection = enqueue_connection
         conninfo = None
         if url is not None:
             conninfo, options = parse_url(url)
@@ -280,11 +291,30 @@ class PostgresJobQueue(StoreBase):
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
+        if self.enqueue_connection is not None:
+            connection = self.enqueue_connection()
+            if connection is not None:
+                return self.insert_through(job, connection)
         row = writes.new_row(job, self._channel, self._now_param())
         q, locks = self._q, self._locks
         keyed = job.dedupe_key is not None
         return self._run(
             "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), transaction=keyed
+        )
+
+    def insert_through(self, job: NewJob, connection: object) -> EnqueueResult:
+        """The enqueue's statements (:func:`writes.enqueue`, the NOTIFY included) on the
+        caller's ``connection``, under a savepoint inside its transaction: the NOTIFY fires
+        and workers see the job when the caller commits, and a scope conflict or a failed
+        statement rolls back only the savepoint. A keyed job holds its key's lock until the
+        caller's transaction ends, so other enqueues of that key wait for it."""
+        conn = caller_connection(connection)
+        if not self._started:
+            self.startup()
+        row = writes.new_row(job, self._channel, self._now_param())
+        q, locks = self._q, self._locks
+        return run_in_caller_transaction(
+            conn, "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), self._db.where
         )
 
     # -- schedules (durabl.stores.postgres.schedules) ----------------------------------

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import Cursor
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import stop_after_attempt, stop_after_delay
@@ -164,6 +165,71 @@ def translate(operation: str, exc: BaseException, where: str = "") -> DurablErro
             f"PostgreSQL unavailable{at} during {operation}: {one_line(exc)}"
         )
     return DurablError(f"PostgreSQL error{at} during {operation}: {one_line(exc)}")
+
+
+SAVEPOINT = "durabl_enqueue"
+
+
+def caller_connection(connection: object) -> psycopg.Connection[Any]:
+    """``connection`` as a caller's psycopg connection that can take a write now:
+    ``TypeError`` for anything but a (synchronous) ``psycopg.Connection``, ``ValueError``
+    for a closed one or one whose transaction failed or is busy."""
+    if not isinstance(connection, psycopg.Connection):
+        raise TypeError(
+            f"connection= must be an open psycopg (3) Connection, got {type(connection).__name__}"
+        )
+    if connection.closed:
+        raise ValueError("connection= is closed")
+    status = connection.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        raise ValueError(
+            "connection= is in a failed transaction: roll it back before enqueueing through it"
+        )
+    if status not in (TransactionStatus.IDLE, TransactionStatus.INTRANS):
+        raise ValueError(f"connection= cannot take a statement now (its state: {status.name})")
+    return connection
+
+
+def run_in_caller_transaction(
+    connection: psycopg.Connection[Any],
+    operation: str,
+    fn: Callable[[Cursor[DictRow]], R],
+    where: str = "",
+) -> R:
+    """Run ``fn`` once inside the transaction open on the caller's ``connection``, under a
+    savepoint, so a failure in ``fn`` rolls back only its own work and leaves the caller's
+    transaction usable; the caller commits or rolls back. (A connection in non-autocommit
+    mode with no transaction yet starts one, as any statement would.) On an autocommit
+    connection outside a transaction block, ``fn`` runs in a transaction of its own that
+    commits at once. Never retried: the transaction is the caller's."""
+    try:
+        with connection.cursor(row_factory=dict_row) as cur:
+            idle = connection.info.transaction_status == TransactionStatus.IDLE
+            if connection.autocommit and idle:
+                with connection.transaction():
+                    return fn(cur)
+            cur.execute(f"SAVEPOINT {SAVEPOINT}")
+            try:
+                result = fn(cur)
+            except BaseException:
+                _roll_back_savepoint(connection, cur)
+                raise
+            cur.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+            return result
+    except psycopg.Error as exc:
+        raise translate(operation, exc, where) from exc
+
+
+def _roll_back_savepoint(connection: psycopg.Connection[Any], cur: Cursor[DictRow]) -> None:
+    """Undo the savepoint's work (best effort: on a lost connection the original error is
+    what the caller needs to see)."""
+    if connection.closed:
+        return
+    try:
+        cur.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+        cur.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+    except psycopg.Error:
+        logger.warning("could not roll back to the enqueue's savepoint", exc_info=True)
 
 
 class Database:
