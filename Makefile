@@ -72,9 +72,10 @@ $(VENV)/.bench-deps: $(STAMP) setup.cfg
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	@touch $(VENV)/.bench-deps
 
-bench: $(VENV)/.bench-deps ## Cost per job (store operations); throughput and latency vs Huey, django-tasks
+bench: $(VENV)/.bench-deps ## Cost per job; throughput and latency vs Huey, django-tasks (SQLite), Procrastinate (PostgreSQL)
 	$(BIN)/python bench/cost_per_job.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/throughput.py --store postgres
 
 docs: ## Where the docs are
 	@echo "Docs are Markdown in docs/: start with docs/quickstart.md"

@@ -19,6 +19,13 @@ still exits 0.
 
 Run: ``.venv/bin/python bench/throughput.py [--quick] [--jobs N] [--only LIB]``
 (``make bench``).
+
+``--store postgres`` runs the same measurements on the PostgreSQL server at
+``DURABL_BENCH_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``):
+durabl's ``PostgresJobQueue`` next to Procrastinate, django-tasks-db on PostgreSQL and a
+raw ``FOR UPDATE SKIP LOCKED`` claim + ack loop (the ceiling), at 1 and 4 workers, with
+the latency producer in another process. Each library works in a schema of its own,
+dropped afterwards.
 """
 
 from __future__ import annotations
@@ -44,12 +51,18 @@ from dataclasses import dataclass  # noqa: E402
 
 from peers.common import IN_PROCESS, OTHER_PROCESS, POLL_INTERVAL, Library, Measured, Skip  # noqa: E402
 from peers.django_tasks_peer import DjangoTasks  # noqa: E402
+from peers.django_tasks_pg_peer import DjangoTasksPostgres  # noqa: E402
 from peers.durabl_peer import Durabl  # noqa: E402
+from peers.durabl_pg_peer import DurablPostgres  # noqa: E402
 from peers.huey_peer import HueyLibrary  # noqa: E402
+from peers.procrastinate_peer import Procrastinate  # noqa: E402
+from peers.raw_skip_locked_peer import RawSkipLocked  # noqa: E402
 
 THROUGHPUT_WORKERS = (1, 4, 8)
 LATENCY_WORKERS = 4
 CHOICES = ("durabl", "huey", "django-tasks")
+PG_THROUGHPUT_WORKERS = (1, 4)
+PG_CHOICES = ("durabl", "procrastinate", "django-tasks", "raw")
 
 
 # -- what to run ---------------------------------------------------------------------------
@@ -92,6 +105,19 @@ def plan(only: list[str]) -> list[tuple[Library, list[Scenario]]]:
     return [entry for name in CHOICES if not only or name in only for entry in every[name]]
 
 
+def plan_postgres(only: list[str]) -> list[tuple[Library, list[Scenario]]]:
+    """The PostgreSQL run: 1 and 4 workers, the latency producer in another process."""
+    throughput = [Scenario("throughput", n) for n in PG_THROUGHPUT_WORKERS]
+    latency = [Scenario("latency", LATENCY_WORKERS, OTHER_PROCESS)]
+    every: dict[str, list[tuple[Library, list[Scenario]]]] = {
+        "durabl": [(DurablPostgres(), [*throughput, *latency])],
+        "procrastinate": [(Procrastinate(), [*throughput, *latency])],
+        "django-tasks": [(DjangoTasksPostgres(), [*throughput, *latency])],
+        "raw": [(RawSkipLocked(), throughput), (RawSkipLocked(batch=32), throughput)],
+    }
+    return [entry for name in PG_CHOICES if not only or name in only for entry in every[name]]
+
+
 # -- results ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Row:
@@ -101,7 +127,7 @@ class Row:
     measured: Measured | None = None
     note: str = ""  # "skipped: ..." or "failed: ..."
 
-    def cells(self) -> tuple[str, ...]:
+    def cells(self, sqlite: bool = True) -> tuple[str, ...]:
         m = self.measured or Measured(journal_mode="", synchronous="")
         return (
             self.library,
@@ -111,8 +137,7 @@ class Row:
             _num(m.wall_s, 2),
             _num(m.p50_ms, 1),
             _num(m.p99_ms, 1),
-            m.journal_mode,
-            m.synchronous,
+            *((m.journal_mode, m.synchronous) if sqlite else ()),
             self.note,
         )
 
@@ -133,17 +158,19 @@ HEADERS = (
     "synchronous",
     "note",
 )
+SQLITE_HEADERS = ("journal_mode", "synchronous")
 
 
-def render_table(rows: list[Row]) -> str:
-    cells = [row.cells() for row in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADERS)]
+def render_table(rows: list[Row], sqlite: bool = True) -> str:
+    headers = HEADERS if sqlite else tuple(h for h in HEADERS if h not in SQLITE_HEADERS)
+    cells = [row.cells(sqlite) for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
 
     def line(values: tuple[str, ...]) -> str:
         return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
 
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(HEADERS), rule, *(line(c) for c in cells)])
+    return "\n".join([line(headers), rule, *(line(c) for c in cells)])
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -230,7 +257,17 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="a fast sanity run: --jobs 300 --latency-jobs 50"
     )
     parser.add_argument(
-        "--only", action="append", choices=CHOICES, help="run only this library (repeatable)"
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite (default: vs Huey, django-tasks) or postgres (vs Procrastinate, "
+        "django-tasks-db, a raw SKIP LOCKED loop)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted({*CHOICES, *PG_CHOICES}),
+        help="run only this library (repeatable)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks")
     args = parser.parse_args(argv)
@@ -238,11 +275,20 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, args.latency_jobs = 300, 50
     if args.jobs < 1 or args.latency_jobs < 2 or args.rate <= 0:
         parser.error("--jobs must be >= 1, --latency-jobs >= 2, --rate > 0")
+    choices = PG_CHOICES if args.store == "postgres" else CHOICES
+    if args.only and not set(args.only) <= set(choices):
+        parser.error(f"--only with --store {args.store}: one of {', '.join(choices)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     began = time.perf_counter()
     versions: dict[str, str] = {}
     rows: list[Row] = []
+    if args.store == "postgres":
+        entries = plan_postgres(args.only or [])
+        for library, scenarios in entries:
+            rows += run_library(library, scenarios, args, versions)
+        report_postgres(rows, entries, versions, args, began)
+        return 0
     entries = plan(args.only or [])
     for library, scenarios in entries:
         rows += run_library(library, scenarios, args, versions)
@@ -273,6 +319,52 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {library.name.split(' ')[0]}: {library.polling}")
     print(f"took {time.perf_counter() - began:.0f}s")
     return 0
+
+
+def report_postgres(
+    rows: list[Row],
+    entries: list[tuple[Library, list[Scenario]]],
+    versions: dict[str, str],
+    args: argparse.Namespace,
+    began: float,
+) -> None:
+    from peers.pg import redacted, server_facts
+
+    print(
+        "durabl throughput and pickup latency on PostgreSQL, next to Procrastinate, "
+        "django-tasks-db and a raw SKIP LOCKED loop\n"
+    )
+    print(render_table(rows, sqlite=False))
+    print(f"\ncommand: {command_line()}")
+    try:
+        server = server_facts()
+    except Exception as exc:  # the rows already say why
+        server = f"server not reachable ({type(exc).__name__})"
+    print(
+        f"machine: {platform.system()} {platform.machine()}, {cpus()} CPUs (nproc), "
+        f"Python {platform.python_version()}; server: {server} at {redacted()}, "
+        "on the same machine"
+    )
+    print("versions: " + "; ".join(f"{name} {v}" for name, v in versions.items()))
+    print(
+        f"throughput: {args.jobs} no-op jobs enqueued up front; jobs/s = jobs / (last handler "
+        "end - first handler start); wall s = from starting the workers (django-tasks: from "
+        "committing the backlog under running workers) to the last handler end."
+    )
+    print(
+        f"latency: {args.latency_jobs} jobs at {args.rate:g}/s from another process, "
+        f"{LATENCY_WORKERS} idle workers, enqueue -> handler start, time.time() on both sides."
+    )
+    print("settings:")
+    seen: set[str] = set()
+    for library, _ in entries:
+        if type(library).__name__ not in seen:
+            seen.add(type(library).__name__)
+            print(f"  {library.name}: {library.polling}")
+        if isinstance(library, DurablPostgres) and library.committed_s:
+            seen_at = ", ".join(f"{n} workers {s:.2f}s" for n, s in library.committed_s)
+            print(f"  durabl: every completion committed (seen by a 20 ms poll) at: {seen_at}")
+    print(f"took {time.perf_counter() - began:.0f}s")
 
 
 if __name__ == "__main__":
