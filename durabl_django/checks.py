@@ -12,6 +12,7 @@ E006    ``BACKEND`` / ``EVENT_SINK`` dotted path that does not import
 E007    a ``TASKS`` entry using ``DurablBackend`` that is misconfigured
 E008    an orchestration is declared but the configured store cannot keep a journal
 E010    the store does not answer (only with ``manage.py check --database``)
+E011    a ``django://alias`` URL whose alias is unknown or not a PostgreSQL database
 ======  =====================================================================
 
 Nothing here connects except :func:`check_connectivity`, which Django runs only for the
@@ -32,6 +33,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from durabl import Backend
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
+from durabl_django.database import SCHEME as DJANGO_SCHEME
+from durabl_django.database import alias_problem
 from durabl_django.registry import registry
 from durabl_django.runtime import (
     build_backend,
@@ -78,6 +81,17 @@ def check_settings(
 
 def _check_url() -> list[checks.CheckMessage]:
     url = durabl_settings.URL
+    if url_scheme(url) == DJANGO_SCHEME:
+        problem = alias_problem(url)
+        if problem is not None:
+            return [
+                checks.Error(
+                    problem,
+                    hint="Name an alias of settings.DATABASES that uses "
+                    "django.db.backends.postgresql (with psycopg 3).",
+                    id="durabl.E011",
+                )
+            ]
     hint = "For example 'sqlite:///durabl.sqlite3', 'mongodb://host:27017/app' or 'mongomock://'."
     try:
         backend = build_backend()  # validates the URL; connects nothing

@@ -32,6 +32,8 @@ from durabl import (
     validate_enqueue as durabl_validate_enqueue,
 )
 from durabl_django.conf import SETTING_NAME, durabl_settings, settings_problems
+from durabl_django.database import SCHEME as DJANGO_SCHEME
+from durabl_django.database import backend_for
 from durabl_django.registry import JobSpec, registry
 
 _declared: Callable[[], Mapping[str, JobSpec]] = registry.specs
@@ -89,8 +91,9 @@ def build_backend(*, connect_timeout: float | None = None) -> Backend:
     }
     if connect_timeout is not None:
         options["connect_timeout"] = connect_timeout
+    factory = backend_for if url_scheme(url) == DJANGO_SCHEME else backend_from_url
     try:
-        return backend_from_url(url, **options)
+        return factory(url, **options)
     except (ValueError, TypeError) as exc:
         settings_named = "".join(f", {name}" for name in given)
         raise ImproperlyConfigured(

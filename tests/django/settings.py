@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from urllib.parse import urlsplit
 
 SECRET_KEY = "durabl-django-tests-not-secret"
 DEBUG = False
@@ -54,6 +55,20 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# The local PostgreSQL server as a second alias, for the django:// URL tests
+# (test_postgres_alias.py). Its test database is never created: those tests use the real
+# database, each on tables of its own, and skip where no server answers.
+_PG = urlsplit(
+    os.environ.get("DURABL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+)
+DATABASES["durabl_pg"] = {
+    "ENGINE": "django.db.backends.postgresql",
+    "NAME": _PG.path.lstrip("/") or "test",
+    "USER": _PG.username or "",
+    "PASSWORD": _PG.password or "",
+    "HOST": _PG.hostname or "",
+    "PORT": str(_PG.port or ""),
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins
 STATIC_URL = "/static/"

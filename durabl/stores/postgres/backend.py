@@ -160,9 +160,9 @@ class PostgresJobQueue(StoreBase):
         where = redact_url(self.url) if self.url else "pool"
         return f"PostgresJobQueue({where!r}, table={self.table!r})"
 
-    #: Keywords :meth:`from_url` takes beside the URL: the URL's own store options, and
-    #: the clock (tests).
-    URL_OPTIONS = frozenset({"clock", *STORE_OPTIONS})
+    #: Keywords :meth:`from_url` takes beside the URL: the URL's own store options, the
+    #: clock (tests) and ``enqueue_connection`` (Django's ``django://`` URLs).
+    URL_OPTIONS = frozenset({"clock", "enqueue_connection", *STORE_OPTIONS})
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresJobQueue:
