@@ -259,7 +259,8 @@ class JobHandle(Job[T]):
 @dataclass(frozen=True)
 class JobFilter:
     """Which jobs ``list_jobs`` and ``count_jobs`` select: each field that is set must
-    match (``search``: the exact job id, or a prefix of the dedupe key)."""
+    match (``search``: a prefix of the job id or of the dedupe key, or text the failure
+    reason contains)."""
 
     status: str | None = None
     type: str | None = None

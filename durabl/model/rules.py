@@ -7,7 +7,7 @@ decided here, once, so the stores cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,6 +78,35 @@ def job_filter(filters: Mapping[str, Any]) -> JobFilter:
     selection = JobFilter(**filters)
     check_filters(selection.status, selection.failure_kind)
     return selection
+
+
+JOB_ORDER_FIELDS = ("created_at", "updated_at", "run_at", "type", "priority", "attempts")
+"""The fields ``list_jobs(order=...)`` sorts by (``"-"`` first: descending)."""
+
+
+@dataclass(frozen=True)
+class JobOrder:
+    """A checked ``list_jobs`` sort: ``field`` (one of :data:`JOB_ORDER_FIELDS`), then, for
+    equal values, newest job first. Strings compare by code point on every store."""
+
+    field: str
+    descending: bool = False
+
+
+def job_order(order: str | None) -> JobOrder | None:
+    """The sort ``order`` names (``"run_at"``, ``"-created_at"``...), checked once for every
+    store: ``ValueError`` for anything but a sortable field; None for the default order."""
+    if order is None:
+        return None
+    if not isinstance(order, str):
+        raise TypeError(f"order must be a string such as '-created_at', got {order!r}")
+    name = order[1:] if order.startswith("-") else order
+    if name not in JOB_ORDER_FIELDS:
+        sortable = ", ".join(JOB_ORDER_FIELDS)
+        raise ValueError(
+            f"order must be one of {sortable} (with '-' for descending), got {order!r}"
+        )
+    return JobOrder(name, order.startswith("-"))
 
 
 def check_page(limit: int, offset: int) -> None:

@@ -32,7 +32,7 @@ from durabl.model.job import (
     attempt_error,
 )
 from durabl.model.options import NewJob, clip_reason
-from durabl.model.rules import check_page, job_filter
+from durabl.model.rules import JobOrder, check_page, job_filter, job_order
 from durabl.model.schedule import Schedule
 
 
@@ -221,8 +221,12 @@ class Backend(FencedWrites, Protocol):
         search: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        order: str | None = None,
     ) -> list[Job[Any]]:
-        """Jobs newest first (failed: by failure time)."""
+        """Jobs newest first (failed: by failure time), or sorted by ``order`` (a field of
+        :data:`durabl.model.rules.JOB_ORDER_FIELDS`, ``"-"`` first for descending; equal
+        values newest first). ``search``: a prefix of the job id or of the dedupe key, or
+        text the failure reason contains (literal, case-sensitive)."""
 
     def count_jobs(
         self,
@@ -422,12 +426,15 @@ class StoreBase(ABC):
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
         """See :meth:`Backend.reap`."""
 
-    def list_jobs(self, *, limit: int = 100, offset: int = 0, **filters: Any) -> list[Job[Any]]:
-        """See :meth:`Backend.list_jobs` (``filters``: the keywords it names). The filters
-        and the page are checked here, once; the store answers through :meth:`find_jobs`."""
+    def list_jobs(
+        self, *, limit: int = 100, offset: int = 0, order: str | None = None, **filters: Any
+    ) -> list[Job[Any]]:
+        """See :meth:`Backend.list_jobs` (``filters``: the keywords it names). The filters,
+        the page and the order are checked here, once; the store answers through
+        :meth:`find_jobs`."""
         selection = job_filter(filters)
         check_page(limit, offset)
-        return self.find_jobs(selection, limit=limit, offset=offset)
+        return self.find_jobs(selection, limit=limit, offset=offset, order=job_order(order))
 
     def count_jobs(self, **filters: Any) -> int:
         """See :meth:`Backend.count_jobs`: checked as :meth:`list_jobs`; the store answers
@@ -435,10 +442,15 @@ class StoreBase(ABC):
         return self.count_matching(job_filter(filters))
 
     @abstractmethod
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
         """The jobs ``filters`` selects, newest first (``status="failed"``: newest failure
-        first), ``offset`` skipped, at most ``limit`` (0: no limit). Both were checked, and
-        the filter's status and failure kind are known ones."""
+        first) unless ``order`` sorts them (ties newest first), ``offset`` skipped, at most
+        ``limit`` (0: no limit). All were checked, and the filter's status and failure kind
+        are known ones. ``filters.search`` matches a job whose id or dedupe key starts with
+        it, or whose failure reason contains it (byte for byte: no wildcards, no case
+        folding)."""
 
     @abstractmethod
     def count_matching(self, filters: JobFilter) -> int:

@@ -102,7 +102,7 @@ def test_list_jobs_searches_by_exact_id(backend: Backend) -> None:
     enqueue_id(backend, data={"n": 2})
     assert [j.id for j in backend.list_jobs(search=target)] == [target]
     assert backend.count_jobs(search=target) == 1
-    assert backend.list_jobs(search=target[:-2]) == []
+    assert target in {j.id for j in backend.list_jobs(search=target[:-2])}  # a prefix
 
 
 def test_list_jobs_searches_by_dedupe_key_prefix(backend: Backend) -> None:

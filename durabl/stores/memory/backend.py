@@ -33,7 +33,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
-from durabl.model.rules import STALLED_REASON, reap_decision, stats_from_counts
+from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
 from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
@@ -336,13 +336,17 @@ class MemoryBackend(StoreBase):
             rec = self._store.jobs.get(job_id)
             return self._store.snapshot(rec) if rec is not None else None
 
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
         with self._store.lock:
             rows = self._store.select(filters)
-            if filters.status == "failed":
+            rows.sort(key=lambda r: r.seq, reverse=True)
+            if order is not None:  # a stable sort: ties stay newest first
+                field = order.field
+                rows.sort(key=lambda r: getattr(r, field), reverse=order.descending)
+            elif filters.status == "failed":
                 rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
-            else:
-                rows.sort(key=lambda r: r.seq, reverse=True)
             rows = rows[offset : offset + limit] if limit else rows[offset:]
             return [self._store.snapshot(r) for r in rows]
 

@@ -198,8 +198,9 @@ class MemoryStore:
             if all(getattr(r, name) == value for name, value in equal)
             and (
                 not search
-                or r.id == search
+                or r.id.startswith(search)
                 or (r.dedupe_key is not None and r.dedupe_key.startswith(search))
+                or (r.fail_reason is not None and search in r.fail_reason)
             )
         ]
 

@@ -47,7 +47,7 @@ from durabl.model.options import (
     RECEIPTS_KEPT,
     NewJob,
 )
-from durabl.model.rules import resolve_miss
+from durabl.model.rules import JobOrder, resolve_miss
 from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
@@ -671,8 +671,10 @@ class MongoJobQueue(StoreBase):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self.queries.get_job(job_id)
 
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
-        return self.queries.find_jobs(filters, limit=limit, offset=offset)
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
+        return self.queries.find_jobs(filters, limit=limit, offset=offset, order=order)
 
     def count_matching(self, filters: JobFilter) -> int:
         return self.queries.count_matching(filters)

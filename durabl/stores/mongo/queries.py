@@ -6,13 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
-from durabl.model.rules import stats_from_counts
+from durabl.model.rules import JobOrder, stats_from_counts
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.codec import SLOTS
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
+
+_HEX = re.compile("[0-9a-f]+")
 
 
 class MongoQueries:
@@ -41,20 +44,29 @@ class MongoQueries:
         if search:
             terms: list[dict[str, Any]] = [
                 {"dedupe_key": {"$regex": "^" + re.escape(search)}},
+                {"fail_reason": {"$regex": re.escape(search)}},
             ]
-            oid = codec.parse_id(search)
-            if oid is not None:
-                terms.append({"_id": oid})
+            if len(search) <= 24 and _HEX.fullmatch(search):
+                # An ObjectId's text starts with ``search`` exactly when the id lies
+                # between the prefix padded with 0s and with fs.
+                pad = 24 - len(search)
+                low, high = ObjectId(search + "0" * pad), ObjectId(search + "f" * pad)
+                terms.append({"_id": {"$gte": low, "$lte": high}})
             query["$or"] = terms
         return query
 
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
         query = self._list_query(filters)
         failed = filters.status == "failed"
-        order = [("finished_at", -1), ("_id", -1)] if failed else [("_id", -1)]
+        if order is not None:
+            sort = [(order.field, -1 if order.descending else 1), ("_id", -1)]
+        else:
+            sort = [("finished_at", -1), ("_id", -1)] if failed else [("_id", -1)]
 
         def fetch() -> list[Job[Any]]:
-            cursor = self.store.col.find(query, NO_RECEIPTS).sort(order).skip(offset).limit(limit)
+            cursor = self.store.col.find(query, NO_RECEIPTS).sort(sort).skip(offset).limit(limit)
             return [codec.to_job(doc) for doc in cursor]
 
         return self.store.call("list_jobs", fetch)

@@ -32,6 +32,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
+from durabl.model.rules import JobOrder
 from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
@@ -54,7 +55,7 @@ from durabl.stores.postgres.connection import (
     store_options,
 )
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
-from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries
+from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries, order_by
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -546,10 +547,15 @@ class PostgresJobQueue(StoreBase):
         row = self._read("get_job", lambda cur: reads.one(cur, self._q.get_job, {"id": job_id}))
         return None if row is None else codec.to_job(row)
 
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
         where, params = reads.filters(filters)
-        order = ORDER_FAILED if filters.status == "failed" else ORDER_NEWEST
-        statement = self._q.listing(self._q.list_jobs, where, order)
+        if order is not None:
+            by = order_by(order.field, order.descending)
+        else:
+            by = ORDER_FAILED if filters.status == "failed" else ORDER_NEWEST
+        statement = self._q.listing(self._q.list_jobs, where, by)
         values = {**params, "limit": limit or None, "offset": offset}
 
         def read(cur: Tx) -> list[DictRow]:

@@ -39,8 +39,8 @@ def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStat
 
 
 def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
-    """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is an exact
-    job id or a prefix of the dedupe key, compared byte for byte."""
+    """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is a prefix
+    of the job id or of the dedupe key, or text in the failure reason, byte for byte."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [FILTERS[name] for name in params]
     search = selection.search

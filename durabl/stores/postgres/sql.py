@@ -69,11 +69,21 @@ FILTERS = {
     "status": "j.status = %(status)s",
     "type": "j.type = %(type)s",
     "failure_kind": "j.failure_kind = %(failure_kind)s",
-    # An exact id, or a dedupe key whose UTF-8 bytes start with the search's: no LIKE
-    # wildcards, no case folding, whatever the collation.
-    "search": "(j.id = %(search)s OR substring(convert_to(j.dedupe_key, 'UTF8') "
-    "FROM 1 FOR %(search_len)s) = %(search_bytes)s)",
+    # An id or a dedupe key whose UTF-8 bytes start with the search's, or a failure reason
+    # that holds them: no LIKE wildcards, no case folding, whatever the collation.
+    "search": "(substring(convert_to(j.id, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
+    " OR substring(convert_to(j.dedupe_key, 'UTF8') "
+    "FROM 1 FOR %(search_len)s) = %(search_bytes)s"
+    " OR position(%(search_bytes)s IN convert_to(j.fail_reason, 'UTF8')) > 0)",
 }
+
+
+def order_by(field: str, descending: bool) -> str:
+    """The ORDER BY of a sorted listing (``field`` from JOB_ORDER_FIELDS, never user text);
+    text compares by code point (``COLLATE "C"``), as on every store; ties newest first."""
+    column = f'j.{field} COLLATE "C"' if field == "type" else f"j.{field}"
+    return f"{column} {'DESC' if descending else 'ASC'}, j.seq DESC"
+
 
 # -- claims: one statement per batch ------------------------------------------------------
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose

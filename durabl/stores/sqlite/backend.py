@@ -33,6 +33,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
+from durabl.model.rules import JobOrder
 from durabl.model.schedule import Schedule
 from durabl.stores.base import (
     Completion,
@@ -503,12 +504,14 @@ class SqliteJobQueue(StoreBase):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
 
-    def find_jobs(self, filters: JobFilter, *, limit: int, offset: int) -> list[Job[Any]]:
+    def find_jobs(
+        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+    ) -> list[Job[Any]]:
         where, params = queries.filters(filters)
         failed = filters.status == "failed"
         return self._read(
             "list_jobs",
-            lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset),
+            lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset, order),
         )
 
     def count_matching(self, filters: JobFilter) -> int:

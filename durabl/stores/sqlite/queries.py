@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model.job import Job, JobFilter, LogEntry, QueueStats
-from durabl.model.rules import stats_from_counts
+from durabl.model.rules import JobOrder, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -87,8 +87,9 @@ def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> boo
 
 
 def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
-    """A WHERE clause and its parameters. ``search`` is an exact job id or a prefix of the
-    dedupe key, compared byte for byte (case-sensitive, no wildcards)."""
+    """A WHERE clause and its parameters. ``search`` is a prefix of the job id or of the
+    dedupe key, or text in the failure reason, compared byte for byte (case-sensitive, no
+    wildcards)."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
     search = selection.search
@@ -97,7 +98,9 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
         # The UTF-8 bytes of the key start with those of the prefix exactly when the key
         # starts with the prefix: no LIKE wildcards, no case folding, NUL-safe.
         clauses.append(
-            "(id = :search OR substr(CAST(dedupe_key AS BLOB), 1, :search_len) = :search_bytes)"
+            "(substr(CAST(id AS BLOB), 1, :search_len) = :search_bytes"
+            " OR substr(CAST(dedupe_key AS BLOB), 1, :search_len) = :search_bytes"
+            " OR instr(CAST(fail_reason AS BLOB), :search_bytes) > 0)"
         )
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
     return (" AND ".join(clauses) or "1"), params
@@ -110,8 +113,12 @@ def list_jobs(
     failed: bool,
     limit: int,
     offset: int,
+    sort: JobOrder | None = None,
 ) -> list[Job[Any]]:
-    order = "finished_at DESC, seq DESC" if failed else "seq DESC"
+    if sort is not None:  # the field is one of JOB_ORDER_FIELDS, never user text
+        order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
+    else:
+        order = "finished_at DESC, seq DESC" if failed else "seq DESC"
     rows = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} "
         "LIMIT :limit OFFSET :offset",

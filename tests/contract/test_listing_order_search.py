@@ -1,0 +1,101 @@
+"""list_jobs(order=...) and the meaning of ``search`` (id prefix, dedupe-key prefix, text of
+the failure reason), the same on every store."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from durabl.model.rules import JOB_ORDER_FIELDS, job_order
+from durabl.stores.base import Backend
+from durabl.testing import FakeClock
+from tests.contract.support import claim_one, enqueue_id
+
+
+def test_order_sorts_by_each_field_both_ways_with_ties_newest_first(
+    backend: Backend, clock: FakeClock
+) -> None:
+    later = clock.now() + timedelta(hours=1)
+    b1 = enqueue_id(backend, "b", data={"n": 1}, priority=2)
+    clock.advance(1)
+    a1 = enqueue_id(backend, "a", data={"n": 2}, priority=1, run_at=later)
+    clock.advance(1)
+    b2 = enqueue_id(backend, "b", data={"n": 3}, priority=1)
+    clock.advance(1)
+    upper = enqueue_id(backend, "B", data={"n": 4}, priority=3)
+
+    def ids(order: str) -> list[str]:
+        return [j.id for j in backend.list_jobs(order=order)]
+
+    # Code point order: "B" < "a" < "b"; the two "b" jobs newest first either way.
+    assert ids("type") == [upper, a1, b2, b1]
+    assert ids("-type") == [b2, b1, a1, upper]
+    assert ids("priority") == [b2, a1, b1, upper]
+    assert ids("-priority") == [upper, b1, b2, a1]
+    assert ids("created_at") == [b1, a1, b2, upper]
+    assert ids("-created_at") == [upper, b2, a1, b1]
+    assert ids("-run_at")[0] == a1
+    assert ids("run_at")[-1] == a1
+    # Paging follows the order.
+    assert [j.id for j in backend.list_jobs(order="type", limit=2, offset=1)] == [a1, b2]
+
+
+def test_order_by_attempts_and_updated_at(backend: Backend, clock: FakeClock) -> None:
+    idle = enqueue_id(backend, data={"n": 1})
+    clock.advance(1)
+    busy = enqueue_id(backend, data={"n": 2}, priority=-1)
+    assert claim_one(backend).id == busy
+    assert [j.id for j in backend.list_jobs(order="-attempts")] == [busy, idle]
+    assert [j.id for j in backend.list_jobs(order="attempts")] == [idle, busy]
+    assert backend.list_jobs(order="-updated_at")[0].id == busy
+
+
+def test_order_combines_with_filters(backend: Backend) -> None:
+    enqueue_id(backend, "a", data={"n": 1}, priority=5)
+    low = enqueue_id(backend, "b", data={"n": 2}, priority=1)
+    high = enqueue_id(backend, "b", data={"n": 3}, priority=9)
+    assert [j.id for j in backend.list_jobs(type="b", order="-priority")] == [high, low]
+
+
+@pytest.mark.parametrize("order", ["fail_reason", "id", "-", "", "--type", "data"])
+def test_an_unknown_order_is_a_value_error_naming_the_sortable_fields(
+    backend: Backend, order: str
+) -> None:
+    with pytest.raises(ValueError, match="created_at"):
+        backend.list_jobs(order=order)
+
+
+def test_a_non_string_order_is_a_type_error(backend: Backend) -> None:
+    with pytest.raises(TypeError):
+        backend.list_jobs(order=1)  # type: ignore[arg-type]
+
+
+def test_job_order_rule() -> None:
+    assert job_order(None) is None
+    for field in JOB_ORDER_FIELDS:
+        assert job_order(field) == job_order(field)
+        order = job_order("-" + field)
+        assert order is not None and order.descending and order.field == field
+
+
+def test_search_matches_an_id_prefix(backend: Backend) -> None:
+    target = enqueue_id(backend, data={"n": 1})
+    others = [enqueue_id(backend, data={"n": n}) for n in range(2, 6)]
+    for cut in (len(target), len(target) - 2, len(target) // 2):
+        prefix = target[:cut]
+        expected = {target} | {o for o in others if o.startswith(prefix)}
+        assert {j.id for j in backend.list_jobs(search=prefix)} == expected
+        assert backend.count_jobs(search=prefix) == len(expected)
+
+
+def test_search_matches_text_in_the_failure_reason(backend: Backend) -> None:
+    failing = enqueue_id(backend, data={"n": 1}, priority=-1)
+    enqueue_id(backend, data={"n": 2})
+    assert claim_one(backend).fail_fatal("SMTP said: 550 mailbox (full)") == "failed-terminal"
+    assert [j.id for j in backend.list_jobs(search="550 mailbox")] == [failing]
+    assert [j.id for j in backend.list_jobs(search="(full)")] == [failing]  # literal
+    assert backend.count_jobs(search="550", status="failed") == 1
+    assert backend.list_jobs(search="550 MAILBOX") == []  # case-sensitive
+    assert backend.list_jobs(search="5.0") == []  # no wildcards
+    assert backend.list_jobs(search="mailbox%") == []
