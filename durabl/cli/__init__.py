@@ -15,12 +15,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from durabl.cli.args import positive_int_arg, positive_seconds_arg
+from durabl.cli.common import (
+    URL_ENV,
+    UsageError,
+    add_url_option,
+    examples,
+    one_line,
+    open_store,
+    store_errors,
+    store_url,
+)
 from durabl.model.exceptions import DurablError
 from durabl.model.options import DEFAULT_VISIBILITY_TIMEOUT
-from durabl.stores.urls import backend_from_url
 
 Command = Callable[[argparse.Namespace], int]
-URL_ENV = "DURABL_URL"
+__all__ = ["URL_ENV", "build_parser", "main", "one_line"]
 
 
 @contextmanager
@@ -94,13 +103,13 @@ def configure_reap(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="one recovery sweep over jobs whose worker stopped heartbeating",
         description="Return jobs whose lease expired to pending (or fail them 'stalled' "
         "when they have no attempts left), once, and report what was done.",
+        epilog=examples(
+            "durabl reap --url sqlite:///jobs.db",
+            "DURABL_URL=postgresql://app@db/app durabl reap --visibility-timeout 600",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--url",
-        default=os.environ.get(URL_ENV),
-        required=URL_ENV not in os.environ,
-        help=f"backend URL (default: ${URL_ENV})",
-    )
+    add_url_option(p)
     p.add_argument(
         "--visibility-timeout",
         type=positive_seconds_arg,
@@ -112,19 +121,21 @@ def configure_reap(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def run_reap_command(args: argparse.Namespace) -> int:
-    backend = backend_from_url(args.url)
+    url = store_url(args)
     recovered = stalled = superseded = 0
-    try:
-        backend.startup()
-        while True:  # one sweep, in batches while they come back full
-            report = backend.reap(args.visibility_timeout)
-            recovered += report.recovered
-            stalled += report.stalled
-            superseded += report.superseded
-            if not report.saturated or not report.handled:
-                break
-    finally:
-        backend.close()
+    with store_errors(url):
+        backend = open_store(url)
+        try:
+            backend.startup()
+            while True:  # one sweep, in batches while they come back full
+                report = backend.reap(args.visibility_timeout)
+                recovered += report.recovered
+                stalled += report.stalled
+                superseded += report.superseded
+                if not report.saturated or not report.handled:
+                    break
+        finally:
+            backend.close()
     total = recovered + stalled + superseded
     print(
         f"reaped {total} job(s) with a lease older than {args.visibility_timeout:g} s: "
@@ -143,13 +154,13 @@ def configure_migrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "start), and print what was done. With --check, only report: exit 1 when a "
         "migration is pending. Exit 1 with one line on stderr when the store cannot be "
         "reached.",
+        epilog=examples(
+            "durabl migrate --url postgresql://app@db/app",
+            "durabl migrate --check   # with $DURABL_URL set",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--url",
-        default=os.environ.get(URL_ENV),
-        required=URL_ENV not in os.environ,
-        help=f"backend URL (default: ${URL_ENV})",
-    )
+    add_url_option(p)
     p.add_argument(
         "--check",
         action="store_true",
@@ -161,7 +172,9 @@ def configure_migrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run_migrate_command(args: argparse.Namespace) -> int:
     from durabl.cli.migrate import run_migrate
 
-    return run_migrate(args.url, check=args.check, out=sys.stdout)
+    url = store_url(args)
+    with store_errors(url):
+        return run_migrate(url, check=args.check, out=sys.stdout)
 
 
 # -- lint-orchestrations ----------------------------------------------------------------------
@@ -209,25 +222,40 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 
 
 # -- main -------------------------------------------------------------------------------------
-COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
-    configure_demo,
-    configure_reap,
-    configure_migrate,
-    configure_lint_orchestrations,
-)
+def commands() -> tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...]:
+    from durabl.cli.ops import commands as operator_commands
+    from durabl.cli.worker import configure_worker
+
+    return (
+        configure_worker,
+        *operator_commands(),
+        configure_migrate,
+        configure_reap,
+        configure_demo,
+        configure_lint_orchestrations,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="durabl", description="durabl: a durable job queue.")
+    from durabl import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="durabl",
+        description="durabl: a durable job queue. Store commands take --url URL "
+        f"(default: ${URL_ENV}) and --json; exit codes: 0 ok, 1 an error, 2 a usage error.",
+        epilog=examples(
+            "durabl worker myapp.jobs --url sqlite:///jobs.db",
+            "durabl jobs --status failed",
+            "durabl retry --all --kind stalled",
+            "durabl COMMAND --help",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"durabl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for configure in COMMANDS:
+    for configure in commands():
         configure(sub)
     return parser
-
-
-def one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -240,6 +268,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Command = args.run
     try:
         return run(args)
+    except UsageError as exc:
+        print(f"durabl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except (DurablError, ValueError) as exc:
         print(f"durabl {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `durabl jobs --json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -9,37 +9,10 @@ versioned schema (MongoDB ensures its indexes) is reported as such.
 
 from __future__ import annotations
 
-from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
+from typing import TextIO
 
-from durabl.stores.base import Backend, SchemaVersion
-from durabl.stores.urls import backend_from_url
-
-#: Seconds a store may take to answer before ``migrate`` gives up (MongoDB's server
-#: selection would wait 30 s; PostgreSQL's ``connect_timeout`` defaults to 5 s).
-CONNECT_TIMEOUT = 5.0
-MONGO_SCHEMES = ("mongodb", "mongodb+srv")
-
-
-def redact(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    if password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-def open_store(url: str) -> Backend:
-    options: dict[str, Any] = {}
-    if url.split("://", 1)[0].lower() in MONGO_SCHEMES:
-        options["connect_timeout"] = CONNECT_TIMEOUT
-    return backend_from_url(url, **options)
+from durabl.cli.common import open_store, redact
+from durabl.stores.base import SchemaVersion
 
 
 def describe(version: SchemaVersion | None) -> str:

@@ -1,0 +1,461 @@
+"""The operator's commands: ``stats``, ``jobs``, ``show``, ``retry``, ``cancel``, ``delete``,
+``prune``, ``schedules`` and ``health``. Each opens the store named by ``--url`` (or
+``$DURABL_URL``), does its work through the public :class:`durabl.JobQueue`, prints a table
+(or ``--json``) and closes the store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from datetime import timedelta
+from typing import Any, TypeAlias
+
+from durabl.cli.args import positive_int_arg, positive_seconds_arg
+from durabl.cli.common import (
+    CommandError,
+    add_json_option,
+    add_url_option,
+    examples,
+    open_store,
+    plain,
+    print_json,
+    print_table,
+    store_errors,
+    store_url,
+)
+from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
+from durabl.runtime.queue import JobQueue
+
+Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: SLF001
+
+#: ``retry --all`` prints a progress line on stderr every this many jobs.
+PROGRESS_EVERY = 500
+JOB_COLUMNS = ("id", "type", "status", "attempts", "failure_kind", "run_at", "updated_at")
+JOB_FIELDS = (
+    "id",
+    "type",
+    "status",
+    "attempts",
+    "max_attempts",
+    "failure_kind",
+    "run_at",
+    "updated_at",
+    "created_at",
+    "priority",
+    "dedupe_key",
+    "fail_reason",
+)
+
+
+@contextmanager
+def opened(args: argparse.Namespace) -> Iterator[JobQueue]:
+    """A queue on the command's store, closed afterwards; store errors as one line."""
+    url = store_url(args)
+    with store_errors(url):
+        queue = JobQueue(open_store(url))
+        try:
+            yield queue
+        finally:
+            queue.backend.close()
+
+
+def store_parser(
+    sub: Sub, name: str, help: str, description: str, *example_lines: str
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=examples(*example_lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_url_option(p)
+    add_json_option(p)
+    return p
+
+
+def job_summary(job: Job[Any]) -> dict[str, Any]:
+    return {name: getattr(job, name, None) for name in JOB_FIELDS}
+
+
+def stats_fields(stats: QueueStats) -> dict[str, Any]:
+    return {f.name: plain(getattr(stats, f.name)) for f in fields(stats)}
+
+
+# -- stats ------------------------------------------------------------------------------------
+def configure_stats(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "stats",
+        "job counts by status and the oldest pending lag, per type",
+        "Count the jobs of each type by status, with the lag of the oldest due pending job. "
+        "--json prints the QueueStats fields (of --type, or of every type with a 'types' "
+        "object by type).",
+        "durabl stats --url sqlite:///jobs.db",
+        "DURABL_URL=postgresql://app@db/app durabl stats --type welcome-email --json",
+    )
+    p.add_argument("--type", metavar="T", help="only this job type")
+    p.set_defaults(run=run_stats)
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    with opened(args) as queue:
+        if args.type:
+            rows = {args.type: queue.get_stats(args.type)}
+            total = rows[args.type]
+        else:
+            total = queue.get_stats()
+            rows = {t: queue.get_stats(t) for t in queue.job_types()}
+    if args.json:
+        out = stats_fields(total)
+        if not args.type:
+            out["types"] = {t: stats_fields(s) for t, s in rows.items()}
+        print_json(out)
+        return 0
+    columns = ("type", *STATUSES_SHOWN, "oldest_pending_lag")
+    table = [{"type": t, **stats_fields(s)} for t, s in rows.items()]
+    if not args.type:
+        table.append({"type": "(all)", **stats_fields(total)})
+    print_table(table, columns)
+    return 0
+
+
+STATUSES_SHOWN = tuple(f.name for f in fields(QueueStats) if f.type in ("int", int))
+
+
+# -- jobs -------------------------------------------------------------------------------------
+def configure_jobs(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "jobs",
+        "list jobs by status, type, failure kind or search text",
+        "List jobs, newest first for failed ones. --json prints a list of objects with "
+        "id, type, status, attempts, max_attempts, failure_kind, run_at, updated_at and more.",
+        "durabl jobs --status failed",
+        "durabl jobs --status failed --kind stalled --type report --limit 20 --json",
+        "durabl jobs --search order:42",
+    )
+    p.add_argument("--status", choices=STATUSES, help="only jobs in this status")
+    p.add_argument("--type", metavar="T", help="only this job type")
+    p.add_argument("--kind", choices=FAILURE_KINDS, help="only failed jobs of this failure kind")
+    p.add_argument("--search", metavar="Q", help="a job id, or a prefix of the dedupe key")
+    p.add_argument(
+        "--limit", type=positive_int_arg, default=50, metavar="N", help="at most N (default: 50)"
+    )
+    p.set_defaults(run=run_jobs)
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    filters = {
+        "status": args.status,
+        "type": args.type,
+        "failure_kind": args.kind,
+        "search": args.search,
+    }
+    with opened(args) as queue:
+        jobs = queue.list_jobs(limit=args.limit, **{k: v for k, v in filters.items() if v})
+    rows = [job_summary(job) for job in jobs]
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(rows, JOB_COLUMNS)
+    return 0
+
+
+# -- show -------------------------------------------------------------------------------------
+def configure_show(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "show",
+        "everything stored about one job",
+        "Print one job: its fields, payload, failure reason, attempt history and logs. "
+        "Exit 1 when there is no such job.",
+        "durabl show 6650c3e2a1f0b2d4c8e9a001",
+        "durabl show 6650c3e2a1f0b2d4c8e9a001 --json",
+    )
+    p.add_argument("job_id", metavar="ID")
+    p.set_defaults(run=run_show)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with opened(args) as queue:
+        job = queue.get_job(args.job_id)
+    if job is None:
+        raise CommandError(f"no job {args.job_id}")
+    record = {f.name: getattr(job, f.name) for f in fields(job) if f.name != "journal"}
+    if args.json:
+        print_json(record)
+        return 0
+    long_fields = ("data", "fail_reason", "logs", "attempt_history", "result")
+    for name, value in record.items():
+        if name not in long_fields:
+            print(f"{name + ':':<18} {'-' if value is None else plain(value)}")
+    for name in long_fields:
+        value = record.get(name)
+        if value in (None, (), []):
+            continue
+        print(f"{name}:")
+        if isinstance(value, tuple | list):
+            for item in value:
+                print(f"  {plain(item)}")
+        else:
+            text = value if isinstance(value, str) else json.dumps(plain(value), indent=2)
+            for line in text.splitlines():
+                print(f"  {line}")
+    return 0
+
+
+# -- retry / cancel / delete ------------------------------------------------------------------
+def configure_retry(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "retry",
+        "send failed jobs back to pending (by id, or --all matching a filter)",
+        "Return terminal-failed jobs to pending with their attempts reset. A job is left "
+        "alone when it is not failed or another job holds its dedupe key. --json prints "
+        '{"retried": n}. Exit 1 when none of the ids given could be retried.',
+        "durabl retry 6650c3e2a1f0b2d4c8e9a001 6650c3e2a1f0b2d4c8e9a002",
+        "durabl retry --all --type report --kind stalled",
+    )
+    p.add_argument("job_ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true", help="every failed job matching --type/--kind")
+    p.add_argument("--type", metavar="T", help="with --all: only this job type")
+    p.add_argument("--kind", choices=FAILURE_KINDS, help="with --all: only this failure kind")
+    p.set_defaults(run=run_retry)
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    if bool(args.job_ids) == bool(args.all):
+        raise CommandError("give job ids or --all (with --type/--kind), not both or neither")
+    if (args.type or args.kind) and not args.all:
+        raise CommandError("--type and --kind select jobs for --all")
+    with opened(args) as queue:
+        if args.all:
+            retried = retry_all(queue, args.type, args.kind)
+            missed: list[str] = []
+        else:
+            results = {job_id: queue.retry(job_id) for job_id in dict.fromkeys(args.job_ids)}
+            retried = sum(results.values())
+            missed = [job_id for job_id, ok in results.items() if not ok]
+    if args.json:
+        print_json({"retried": retried, "not_retried": missed})
+    else:
+        print(f"retried {retried} job(s)")
+        if missed:
+            print(f"not retried (not failed, missing, or dedupe key in use): {', '.join(missed)}")
+    return 1 if args.job_ids and not retried else 0
+
+
+def retry_all(queue: JobQueue, type: str | None, kind: str | None) -> int:
+    """Retry every failed job matching the filter; a progress line when there are many."""
+    bulk: Callable[..., int] | None = getattr(queue, "retry_matching", None)
+    selection = {k: v for k, v in (("type", type), ("failure_kind", kind)) if v}
+    total = queue.count_jobs(status="failed", **selection)
+    if bulk is not None:  # one store operation
+        if total > PROGRESS_EVERY:
+            print(f"retrying {total} failed job(s)...", file=sys.stderr, flush=True)
+        return bulk(**selection)
+    retried = seen = 0
+    skipped: set[str] = set()
+    while True:
+        page = [j for j in queue.list_jobs(status="failed", limit=200, **selection)]
+        page = [j for j in page if j.id not in skipped]
+        if not page:
+            return retried
+        for job in page:
+            seen += 1
+            if queue.retry(job.id):
+                retried += 1
+            else:
+                skipped.add(job.id)
+            if total > PROGRESS_EVERY and seen % PROGRESS_EVERY == 0:
+                line = f"retry: {seen}/{total} job(s) done, {retried} retried"
+                print(line, file=sys.stderr, flush=True)
+
+
+def configure_delete(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "delete",
+        "remove jobs that are not running",
+        "Delete jobs by id (an active job is left alone). --json prints "
+        '{"deleted": n}. Exit 1 when none of them could be deleted.',
+        "durabl delete 6650c3e2a1f0b2d4c8e9a001",
+    )
+    p.add_argument("job_ids", nargs="+", metavar="ID")
+    p.set_defaults(run=lambda args: per_job(args, "delete", "deleted"))
+
+
+def configure_cancel(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "cancel",
+        "cancel pending or running jobs",
+        "Cancel jobs by id: a pending job ends 'cancelled' at once; a running one is asked "
+        "to stop (its handler's ctx.signal aborts within a heartbeat). --json prints "
+        '{"cancelled": n}. Exit 1 when none of them could be cancelled.',
+        "durabl cancel 6650c3e2a1f0b2d4c8e9a001",
+    )
+    p.add_argument("job_ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", help="recorded on the job")
+    p.set_defaults(run=lambda args: per_job(args, "cancel", "cancelled", reason=args.reason))
+
+
+def per_job(args: argparse.Namespace, method: str, done: str, **options: Any) -> int:
+    with opened(args) as queue:
+        act = getattr(queue, method)
+        results = {job_id: bool(act(job_id, **options)) for job_id in dict.fromkeys(args.job_ids)}
+    count = sum(results.values())
+    missed = [job_id for job_id, ok in results.items() if not ok]
+    if args.json:
+        print_json({done: count, f"not_{done}": missed})
+    else:
+        print(f"{done} {count} job(s)")
+        if missed:
+            print(f"not {done}: {', '.join(missed)}")
+    return 0 if count else 1
+
+
+# -- prune ------------------------------------------------------------------------------------
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_arg(text: str) -> timedelta:
+    """``7d``, ``12h``, ``30m``, ``90s`` or a number of seconds."""
+    match = DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 7d, 12h, 30m or seconds, got {text!r}"
+        )
+    return timedelta(seconds=float(match.group(1)) * UNITS[match.group(2)])
+
+
+def configure_prune(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "prune",
+        "delete finished jobs older than a duration",
+        "Delete completed, superseded and cancelled jobs that finished more than "
+        "--older-than ago (failed ones too with --status failed). --json prints "
+        '{"pruned": n}.',
+        "durabl prune --older-than 7d",
+        "durabl prune --older-than 30d --status failed --status completed",
+    )
+    p.add_argument("--older-than", type=duration_arg, required=True, metavar="DURATION")
+    p.add_argument(
+        "--status",
+        action="append",
+        choices=STATUSES,
+        dest="statuses",
+        help="prune jobs in this status (repeat; default: completed, superseded, cancelled)",
+    )
+    p.set_defaults(run=run_prune)
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {"older_than": args.older_than}
+    if args.statuses:
+        options["statuses"] = tuple(args.statuses)
+    with opened(args) as queue:
+        pruned = queue.prune(**options)  # type: ignore[attr-defined]
+    if args.json:
+        print_json({"pruned": pruned})
+    else:
+        print(f"pruned {pruned} job(s)")
+    return 0
+
+
+# -- schedules --------------------------------------------------------------------------------
+def configure_schedules(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "schedules",
+        "the stored schedules with their next and last tick",
+        "List every schedule in the store: name, job type, cron or interval, time zone, "
+        "the next tick and the last job it enqueued.",
+        "durabl schedules",
+        "durabl schedules --json",
+    )
+    p.set_defaults(run=run_schedules)
+
+
+def run_schedules(args: argparse.Namespace) -> int:
+    with opened(args) as queue:
+        schedules = queue.list_schedules()
+    rows = [plain(s) for s in schedules]
+    if args.json:
+        print_json(rows)
+    else:
+        shown = [{**vars_of(s), "rule": s.cron or f"every {s.every:g} s"} for s in schedules]
+        print_table(
+            shown, ("name", "type", "rule", "timezone", "next_run_at", "last_run_at", "last_job_id")
+        )
+    return 0
+
+
+def vars_of(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in fields(value)}
+
+
+# -- health -----------------------------------------------------------------------------------
+def configure_health(sub: Sub) -> None:
+    p = store_parser(
+        sub,
+        "health",
+        "exit 0 when the store answers (and the lag is under --max-lag), else 1",
+        "Check that the store answers and, with --max-lag, that the oldest due pending job "
+        "has waited less than that many seconds. Exit 1 with the reason when unhealthy: "
+        "for a liveness probe or a cron alert.",
+        "durabl health",
+        "durabl health --max-lag 60 --json",
+    )
+    p.add_argument("--max-lag", type=positive_seconds_arg, metavar="S")
+    p.add_argument("--type", metavar="T", help="only this job type's lag")
+    p.set_defaults(run=run_health)
+
+
+def run_health(args: argparse.Namespace) -> int:
+    try:
+        with opened(args) as queue:
+            stats = queue.get_stats(args.type)
+    except CommandError as exc:
+        return report_health(args, False, str(exc), None)
+    lag = stats.oldest_pending_lag
+    if args.max_lag is not None and lag > args.max_lag:
+        return report_health(
+            args, False, f"oldest pending job waited {lag:.1f} s (max {args.max_lag:g} s)", lag
+        )
+    return report_health(args, True, f"store answers; oldest pending lag {lag:.1f} s", lag)
+
+
+def report_health(args: argparse.Namespace, ok: bool, reason: str, lag: float | None) -> int:
+    if args.json:
+        print_json({"healthy": ok, "reason": reason, "oldest_pending_lag": lag})
+    elif ok:
+        print(f"healthy: {reason}")
+    else:
+        print(f"durabl health: unhealthy: {reason}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def commands() -> tuple[Callable[[Sub], None], ...]:
+    """The operator commands; ``cancel`` and ``prune`` when the queue offers them."""
+    found: list[Callable[[Sub], None]] = [
+        configure_stats,
+        configure_jobs,
+        configure_show,
+        configure_retry,
+    ]
+    if hasattr(JobQueue, "cancel"):
+        found.append(configure_cancel)
+    found.append(configure_delete)
+    if hasattr(JobQueue, "prune"):
+        found.append(configure_prune)
+    found += [configure_schedules, configure_health]
+    return tuple(found)

@@ -1,0 +1,300 @@
+"""``durabl worker MODULE ...``: the worker process for any app (Flask, plain WSGI, scripts).
+
+It imports the modules named (which declare job types with ``@durabl.job`` and schedules
+with ``durabl.schedule``), processes every declared type (or the ``--type`` ones) with the
+reaper and the scheduler, and on SIGTERM/SIGINT drains: running jobs get
+``--shutdown-timeout`` seconds, then what is left is handed back to the queue. A second
+signal exits at once (code 1); the leases of abandoned jobs expire for the reaper.
+
+The main thread only waits: signals set an event, the drain runs in a helper thread, and the
+main thread prints what the drain still waits for every few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, TextIO
+
+from durabl.cli.args import positive_int_arg, positive_seconds_arg
+from durabl.cli.common import (
+    URL_ENV,
+    CommandError,
+    UsageError,
+    add_url_option,
+    examples,
+    one_line,
+    open_store,
+    redact,
+    store_errors,
+    store_url,
+)
+from durabl.model.options import DEFAULT_SHUTDOWN_TIMEOUT
+from durabl.runtime.queue import JobQueue
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds between the lines a long drain prints about the jobs it still waits for.
+DRAIN_REPORT_EVERY = 5.0
+ABORT_EXIT_CODE = 1
+
+
+def configure_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "worker",
+        help="run the job types declared in your modules until SIGTERM/SIGINT",
+        description="Import the modules given (they declare job types with @durabl.job and "
+        "schedules with durabl.schedule), then process every declared type (or the --type "
+        "ones) with the reaper and the scheduler until SIGTERM or SIGINT. Then drain: "
+        "running jobs get --shutdown-timeout seconds to finish, the rest are handed back "
+        "to the queue (no attempt used). A second signal stops at once (exit 1). The "
+        "current directory is on the import path, as for gunicorn.",
+        epilog=examples(
+            "durabl worker myapp.jobs --url sqlite:///jobs.db",
+            "DURABL_URL=postgresql://app@db/app durabl worker myapp.jobs myapp.reports",
+            "durabl worker myapp.jobs --type welcome-email --concurrency 8 --metrics-port 9100",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("modules", nargs="+", metavar="MODULE", help="a module to import, e.g. app.jobs")
+    add_url_option(p)
+    p.add_argument(
+        "--type",
+        action="append",
+        dest="types",
+        metavar="T",
+        help="process only this declared type (repeat for several; default: every one)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int_arg,
+        metavar="N",
+        help="worker threads per type, overriding each declaration's concurrency",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=positive_seconds_arg,
+        default=DEFAULT_SHUTDOWN_TIMEOUT,
+        metavar="S",
+        help="seconds running jobs get to finish after a signal (default: %(default)g)",
+    )
+    p.add_argument("--no-reaper", action="store_true", help="do not run the reaper here")
+    p.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler here")
+    p.add_argument(
+        "--metrics-port",
+        type=positive_int_arg,
+        metavar="P",
+        help="serve Prometheus metrics on http://0.0.0.0:P/metrics (needs prometheus_client)",
+    )
+    p.set_defaults(run=run_worker)
+
+
+def import_modules(modules: list[str]) -> None:
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a broken user module: one line, the module named
+            raise CommandError(
+                f"cannot import {name}: {type(exc).__name__}: {one_line(exc)}"
+            ) from exc
+
+
+def declared() -> tuple[Callable[[], list[str]], Any]:
+    """``durabl.declared_types`` and the registry behind it."""
+    try:
+        from durabl.runtime import declared as declarations
+    except ImportError:  # pragma: no cover - the registry ships with durabl
+        raise CommandError("this durabl has no @durabl.job declarations to run") from None
+    return declarations.declared_types, declarations.registry
+
+
+def select_types(known: list[str], wanted: list[str] | None, modules: list[str]) -> list[str]:
+    if not known:
+        raise CommandError(
+            f"no job types declared in {', '.join(modules)}: decorate handlers with "
+            "@durabl.job('type-name')"
+        )
+    if not wanted:
+        return known
+    unknown = [t for t in dict.fromkeys(wanted) if t not in known]
+    if unknown:
+        raise UsageError(f"--type {', '.join(unknown)}: not declared; declared: {', '.join(known)}")
+    return list(dict.fromkeys(wanted))
+
+
+def start_processing(queue: JobQueue, types: list[str], concurrency: int | None) -> dict[str, int]:
+    """Start each type's processor; its concurrency by type."""
+    _, registry = declared()
+    started: dict[str, int] = {}
+    if concurrency is None:
+        queue.process_declared(types)
+    for name in types:
+        declaration = registry.get(name)
+        if concurrency is not None:
+            queue.process(
+                name,
+                declaration.handler,
+                concurrency=concurrency,
+                poll_interval=declaration.poll_interval,
+                heartbeat_interval=declaration.heartbeat_interval,
+            )
+        started[name] = concurrency or declaration.concurrency
+    return started
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    url = store_url(args)
+    import_modules(args.modules)
+    declared_types, _ = declared()
+    types = select_types(declared_types(), args.types, args.modules)
+    out: TextIO = sys.stdout
+    with store_errors(url):
+        queue = JobQueue(open_store(url))
+        metrics = None
+        if args.metrics_port:
+            from durabl import metrics as metrics_module
+
+            metrics = metrics_module.install(queue)
+            metrics_module.serve(args.metrics_port)
+        try:
+            queue.startup()
+            started = start_processing(queue, types, args.concurrency)
+            if not args.no_reaper:
+                queue.start_reaper()
+            if not args.no_scheduler:
+                queue.start_scheduler()
+        except BaseException:
+            queue.shutdown(timeout=0)
+            queue.backend.close()
+            raise
+    print(
+        startup_line(url, started, args, metrics_port=args.metrics_port if metrics else None),
+        file=out,
+        flush=True,
+    )
+    try:
+        return Worker(queue, args.shutdown_timeout, out=out, err=sys.stderr).wait()
+    finally:
+        queue.backend.close()
+
+
+def startup_line(
+    url: str, started: dict[str, int], args: argparse.Namespace, *, metrics_port: int | None
+) -> str:
+    types = ", ".join(f"{t} (x{n})" for t, n in started.items())
+    parts = [
+        f"durabl worker: store {redact(url)}",
+        f"processing {types}",
+        f"reaper {'off' if args.no_reaper else 'on'}",
+        f"scheduler {'off' if args.no_scheduler else 'on'}",
+    ]
+    if metrics_port is not None:
+        parts.append(f"metrics on :{metrics_port}/metrics")
+    return "; ".join(parts) + "; Ctrl-C or SIGTERM to stop"
+
+
+class Worker:
+    """Wait for a signal, drain within the timeout, and report what a long drain waits for."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        shutdown_timeout: float,
+        *,
+        out: TextIO,
+        err: TextIO,
+        hard_exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.queue = queue
+        self.shutdown_timeout = shutdown_timeout
+        self.out = out
+        self.err = err
+        self.hard_exit = hard_exit
+        self.signalled = threading.Event()
+        self.drained = threading.Event()
+        self.released = 0
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signalled.is_set():
+            print(
+                f"durabl worker: second signal ({signal.Signals(signum).name}): stopping now; "
+                "jobs still running are abandoned and return to pending when their lease "
+                "expires",
+                file=self.err,
+                flush=True,
+            )
+            self.out.flush()
+            self.hard_exit(ABORT_EXIT_CODE)
+            return
+        print(
+            f"durabl worker: {signal.Signals(signum).name} received: draining (up to "
+            f"{self.shutdown_timeout:g} s; signal again to stop at once)",
+            file=self.err,
+            flush=True,
+        )
+        self.signalled.set()
+
+    def count_release(self, event: Any) -> None:
+        if event.kind == "shutdown-released":
+            self.released += 1
+
+    def drain(self) -> None:
+        try:
+            self.queue.shutdown(timeout=self.shutdown_timeout)
+        finally:
+            self.drained.set()
+
+    def wait(self) -> int:
+        previous = {sig: signal.signal(sig, self.on_signal) for sig in SIGNALS}
+        sink = self.queue.on_job_event
+
+        def count_then_forward(event: Any) -> None:
+            self.count_release(event)
+            if sink is not None:
+                sink(event)
+
+        self.queue.on_job_event = count_then_forward
+        try:
+            while not self.signalled.wait(1.0):
+                pass
+            threading.Thread(target=self.drain, name="durabl-drain", daemon=True).start()
+            started = time.monotonic()
+            while not self.drained.wait(DRAIN_REPORT_EVERY):
+                self.report_waiting(time.monotonic() - started)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.released:
+            print(
+                f"durabl worker: drain timed out; {self.released} job(s) still running were "
+                "handed back to the queue; exiting",
+                file=self.out,
+                flush=True,
+            )
+        else:
+            print("durabl worker: drained; exiting", file=self.out, flush=True)
+        return 0
+
+    def report_waiting(self, elapsed: float) -> None:
+        runs = self.queue.active_runs()
+        if not runs:
+            return
+        shown = ", ".join(f"{run.handle.type} {run.job_id}" for run in runs[:5])
+        more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+        print(
+            f"durabl worker: draining for {elapsed:.0f} s of {self.shutdown_timeout:g} s; "
+            f"waiting for {len(runs)} job(s): {shown}{more}",
+            file=self.err,
+            flush=True,
+        )
+
+
+__all__ = ["URL_ENV", "configure_worker", "run_worker"]
