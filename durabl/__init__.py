@@ -37,6 +37,9 @@ from durabl.model.job import (
 )
 from durabl.model.options import validate_enqueue
 from durabl.model.schedule import Schedule
+from durabl.model.schema import PayloadIssue, PayloadValidationError
+from durabl.runtime.declared import declared_types
+from durabl.runtime.decorator import DeclaredJob
 from durabl.runtime.globals import (
     create_job_queue,
     get_default_queue,
@@ -47,6 +50,14 @@ from durabl.runtime.queue import JobQueue
 from durabl.runtime.run import Handler
 from durabl.runtime.scheduler import declare as schedule
 from durabl.stores.base import BACKEND_OPERATIONS, Backend
+
+if TYPE_CHECKING:
+    from durabl.runtime.decorator import job
+else:
+    # ``durabl.job`` is the decorator; the name is also the old module ``durabl/job.py``
+    # (``from durabl.job import QueueHealth`` still works), so the attribute is that
+    # module, made callable as the decorator: importing it can never rebind the name.
+    from durabl import job
 
 if TYPE_CHECKING:
     from durabl.cli.args import positive_int_arg, positive_seconds_arg
@@ -66,6 +77,8 @@ __all__ = [
     "backend_from_url",
     "BackendUnavailableError",
     "create_job_queue",
+    "declared_types",
+    "DeclaredJob",
     "DedupeScopeConflictError",
     "DocumentTooLargeError",
     "DummyBackend",
@@ -77,6 +90,7 @@ __all__ = [
     "global_queue",
     "Handler",
     "ImmediateBackend",
+    "job",
     "Job",
     "JobAborted",
     "JobContext",
@@ -93,6 +107,8 @@ __all__ = [
     "NondeterminismError",
     "NonRetryable",
     "OrchestrationContext",
+    "PayloadIssue",
+    "PayloadValidationError",
     "Orchestrator",
     "positive_int_arg",
     "positive_seconds_arg",

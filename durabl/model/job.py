@@ -20,6 +20,7 @@ __all__ = [
     "STATUSES",
     "TERMINAL_STATUSES",
     "FAILURE_KINDS",
+    "DEAD_LETTER_KINDS",
     "DEDUPE_SCOPES",
     "ResultStatus",
     "LogEntry",
@@ -52,12 +53,26 @@ BackoffKind = _backoff.BackoffKind
 
 JobStatus = Literal["pending", "active", "completed", "failed", "superseded"]
 TerminalStatus = Literal["completed", "failed", "superseded"]
-FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted"]
+FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
 DedupeScope = Literal["pending+active", "pending"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "active", "completed", "failed", "superseded")
 TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded")
-FAILURE_KINDS: tuple[FailureKind, ...] = ("retries-exhausted", "fatal", "stalled", "interrupted")
+FAILURE_KINDS: tuple[FailureKind, ...] = (
+    "retries-exhausted",
+    "fatal",
+    "stalled",
+    "interrupted",
+    "invalid-payload",
+)
+#: The failure kinds that dead-letter a job (``on_dead_letter``; ``interrupted`` does not:
+#: the process was stopped, the job did not fail on its own).
+DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
+    "retries-exhausted",
+    "fatal",
+    "stalled",
+    "invalid-payload",
+)
 DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
 
 ResultStatus = Literal[
@@ -170,9 +185,16 @@ class FencedWrites(Protocol):
         ``superseded`` when a pending follower already holds the key."""
 
     def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        kind: FailureKind = "fatal",
     ) -> JobResult:
-        """Fail at once with failure kind ``fatal``, whatever attempts remain."""
+        """Fail at once with failure kind ``kind`` (``fatal``, or ``invalid-payload`` when
+        the stored data no longer matches the type's schema), whatever attempts remain."""
 
     def release(
         self,
@@ -320,6 +342,7 @@ EventKind = Literal[
     "reaper-error",
     "shutdown-released",
     "suspended",
+    "dead-lettered",
     "changestream-connected",
     "changestream-error",
     "changestream-fallback",

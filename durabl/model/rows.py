@@ -6,12 +6,13 @@ here, once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from durabl.model.job import Job, LogEntry, job_from_fields
-from durabl.model.tagged_json import decode_payload, encode_payload
+from durabl.model.job import Attempt, Job, LogEntry, attempt_from_record, job_from_fields
+from durabl.model.tagged_json import decode_payload, encode_payload, from_ms
 
 
 class Row(Protocol):
@@ -50,6 +51,16 @@ def decode_journal(text: str | None) -> tuple[dict[str, Any], ...]:
     return () if text is None else tuple(decode_payload(text))
 
 
+def decode_attempts(value: Any) -> tuple[Attempt, ...]:
+    """The ``attempt_history`` column: a JSON array (text, or already parsed) of the
+    records :func:`durabl.model.job.attempt_from_record` reads, instants in epoch
+    milliseconds; NULL (a job written before the column existed) is no history."""
+    if value is None:
+        return ()
+    records = json.loads(value) if isinstance(value, (str, bytes)) else value
+    return tuple(attempt_from_record(r, from_ms) for r in records)
+
+
 def job_from_row(
     row: Row, *, instant: Callable[[Any], datetime], logs: Iterable[LogEntry]
 ) -> Job[Any]:
@@ -60,4 +71,9 @@ def job_from_row(
     fields["data"] = decode_payload(row["data"])
     fields["journal"] = decode_journal(row["journal"])
     fields["logs"] = tuple(logs)
+    fields["attempt_history"] = decode_attempts(row["attempt_history"])
+    fields["worker"] = row["lease_owner"]
+    beat = row["heartbeat_at"]
+    fields["heartbeat_at"] = None if beat is None else instant(beat)
+    fields["lease_expires_at"] = None
     return job_from_fields(fields)

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
+from durabl.model.declared import (
+    ConcurrencyKey,
+    DeadLetterHook,
+    TypeOptions,
+    build_type_options,
+    given_options,
+)
 from durabl.model.job import (
     FailureKind,
     Job,
@@ -24,9 +31,11 @@ from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
+    NewJob,
     build_new_job,
 )
 from durabl.model.schedule import Schedule, build_schedule
+from durabl.runtime.declared import registry as declarations
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import claim_new, run_claimed
 from durabl.runtime.push import PushPickup
@@ -82,6 +91,8 @@ class JobQueue:
         self.runs: RunRegistry[ManagedRun] = RunRegistry()
         #: What wraps every run: see :meth:`add_run_hook`.
         self.run_hooks = RunHooks()
+        #: Per-type options given to :meth:`process` (over the declared ones).
+        self._type_options: dict[str, TypeOptions] = {}
         self._reaper = ReaperSlot(self)
         #: The scheduler (docs/schedules.md): its thread starts with start_scheduler().
         self.scheduler = Scheduler(backend, self.clock, self.logger)
@@ -152,19 +163,24 @@ class JobQueue:
         type: str,
         data: Any,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         delay: Seconds = 0,
         run_at: datetime | None = None,
-        max_attempts: int = 3,
+        max_attempts: int | None = None,
         dedupe_key: str | None = None,
-        dedupe_scope: str = "pending+active",
+        dedupe_scope: str | None = None,
         coalesce: str | None = None,
-        backoff: str = "exponential",
-        backoff_delay: Seconds = 1.0,
-        backoff_max_delay: Seconds = 300.0,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
         connection: object | None = None,
     ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
+
+        An option left at None takes the type's declared default (``@durabl.job`` or
+        :meth:`process`), else durabl's (priority 0, 3 attempts, ``pending+active``,
+        exponential backoff from 1 s to 300 s). A type with a schema validates ``data``
+        first: ``PayloadValidationError`` and nothing written when it does not match.
 
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
@@ -175,19 +191,21 @@ class JobQueue:
                 "would run before the caller's transaction commits"
             )
         backend = self._ready()
-        job = build_new_job(
+        job = self._new_job(
             type,
             data,
-            priority=priority,
+            dict(
+                priority=priority,
+                max_attempts=max_attempts,
+                dedupe_scope=dedupe_scope,
+                backoff=backoff,
+                backoff_delay=backoff_delay,
+                backoff_max_delay=backoff_max_delay,
+            ),
             delay=delay,
             run_at=run_at,
-            max_attempts=max_attempts,
             dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
             coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
             now=backend.now() if delay else None,
         )
         if connection is not None:  # workers learn of it at the caller's commit
@@ -196,6 +214,23 @@ class JobQueue:
         if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
             self._job_due(type)
         return result.job_id
+
+    def _new_job(
+        self, type: str, data: Any, defaultable: dict[str, Any], **options: Any
+    ) -> NewJob:
+        """A job checked as every enqueue checks it: the type's defaults under the
+        options given, its payload through the type's schema."""
+        type_options = self.type_options(type)
+        if type_options is None:
+            return build_new_job(type, data, **given_options(**defaultable), **options)
+        data = type_options.stored_data(data)
+        return build_new_job(type, data, **type_options.enqueue_options(defaultable), **options)
+
+    def type_options(self, type: str) -> TypeOptions | None:
+        """The per-type options this queue applies to ``type``: those given to
+        :meth:`process`, else the type's declaration (``@durabl.job``), else None."""
+        own = self._type_options.get(type)
+        return own if own is not None else declarations.options(type)
 
     def _job_due(self, type: str) -> None:
         self._processors.job_due(type, immediate=self.immediate)
@@ -209,18 +244,46 @@ class JobQueue:
         concurrency: int = 1,
         poll_interval: Seconds | None = None,
         heartbeat_interval: Seconds | None = None,
+        schema: Any = None,
+        on_dead_letter: DeadLetterHook | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        dedupe_scope: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: ConcurrencyKey | None = None,
+        concurrency_limit: int | None = None,
+        rate_limit: tuple[int, Seconds] | None = None,
     ) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
 
         Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
         at once. ``poll_interval`` defaults to 5 s, or 60 s while push pickup is active.
+        The per-type options of ``@durabl.job`` (``schema``, ``on_dead_letter``, enqueue
+        defaults, ...) may be given here instead; given, they replace the declared ones
+        for this queue.
         """
+        given = given_options(
+            schema=schema,
+            on_dead_letter=on_dead_letter,
+            max_attempts=max_attempts,
+            priority=priority,
+            dedupe_scope=dedupe_scope,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
+        )
         processor = self.register(
             type,
             handler,
             concurrency=concurrency,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
+            **given,
         )
         if not self.immediate:
             processor.start()
@@ -234,11 +297,13 @@ class JobQueue:
         concurrency: int = 1,
         poll_interval: Seconds | None = None,
         heartbeat_interval: Seconds | None = None,
+        **type_options: Any,
     ) -> Processor:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
-        the worker threads."""
-        return self._processors.register(
+        the worker threads. ``type_options``: the per-type options of :meth:`process`."""
+        options = build_type_options(type, **type_options) if type_options else None
+        processor = self._processors.register(
             type,
             handler,
             concurrency=concurrency,
@@ -246,6 +311,32 @@ class JobQueue:
             heartbeat_interval=heartbeat_interval,
             default_poll_interval=self.pickup.default_poll_interval,
         )
+        if options is not None:
+            self._type_options[type] = options
+        return processor
+
+    def process_declared(self, types: Iterable[str] | None = None) -> list[str]:
+        """Start processing every type declared with ``@durabl.job`` in this process (or
+        only those named), each with its declared concurrency and intervals; the names
+        started, sorted. ``ValueError`` naming any type not declared, before any starts."""
+        names = declarations.types() if types is None else sorted(set(types))
+        found = [(name, declarations.get(name)) for name in names]
+        unknown = [name for name, declaration in found if declaration is None]
+        if unknown:
+            raise ValueError(
+                f"not declared with @durabl.job: {', '.join(map(repr, unknown))}; declared: "
+                f"{', '.join(map(repr, declarations.types())) or 'none'}"
+            )
+        for _, declaration in found:
+            assert declaration is not None
+            self.process(
+                declaration.type,
+                declaration.handler,
+                concurrency=declaration.concurrency,
+                poll_interval=declaration.poll_interval,
+                heartbeat_interval=declaration.heartbeat_interval,
+            )
+        return names
 
     @property
     def processors(self) -> dict[str, Processor]:
@@ -268,16 +359,16 @@ class JobQueue:
         type: str,
         data: Any,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         delay: Seconds = 0,
         run_at: datetime | None = None,
-        max_attempts: int = 3,
+        max_attempts: int | None = None,
         dedupe_key: str | None = None,
-        dedupe_scope: str = "pending+active",
+        dedupe_scope: str | None = None,
         coalesce: str | None = None,
-        backoff: str = "exponential",
-        backoff_delay: Seconds = 1.0,
-        backoff_max_delay: Seconds = 300.0,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
     ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
@@ -286,17 +377,19 @@ class JobQueue:
         self._drain.check_open("claim_or_enqueue()")
         if delay or run_at is not None:
             raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = build_new_job(
+        job = self._new_job(
             type,
             data,
-            priority=priority,
-            max_attempts=max_attempts,
+            dict(
+                priority=priority,
+                max_attempts=max_attempts,
+                dedupe_scope=dedupe_scope,
+                backoff=backoff,
+                backoff_delay=backoff_delay,
+                backoff_max_delay=backoff_max_delay,
+            ),
             dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
             coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
         )
         self._ready()
         return claim_new(

@@ -7,7 +7,7 @@ import threading
 
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import JobEvent, ReapReport, StartReaperResult
-from durabl.runtime.run import Runtime
+from durabl.runtime.run import Runtime, dead_letter
 from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ class Reaper:
             if not report.saturated or self._stop.is_set():
                 break
         assert total is not None
+        dead_letter_stalled(self.runtime, total)
         if total.handled:
             logger.info(
                 "reaper recovered %d job(s): %d pending again, %d stalled, %d superseded",
@@ -112,7 +113,9 @@ class ReaperSlot:
             if visibility_timeout is None
             else to_seconds(visibility_timeout, "visibility_timeout")
         )
-        return reap_all(self.runtime.backend, vt)
+        report = reap_all(self.runtime.backend, vt)
+        dead_letter_stalled(self.runtime, report)
+        return report
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
@@ -120,6 +123,22 @@ class ReaperSlot:
             reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.stop(timeout)
+
+
+def dead_letter_stalled(runtime: Runtime, report: ReapReport) -> None:
+    """Dead-letter the jobs a sweep of this process failed ``stalled`` (the hook of their
+    type, if declared here, and the sink's ``dead-lettered`` event). The report names
+    every job it handled, so its jobs are read back only when some stalled."""
+    if not report.stalled:
+        return
+    for job_id in report.job_ids:
+        try:
+            job = runtime.backend.get_job(job_id)
+        except Exception:
+            logger.warning("could not read stalled job %s back for its dead letter", job_id)
+            continue
+        if job is not None and job.status == "failed" and job.failure_kind == "stalled":
+            dead_letter(runtime, job.type, job.id, "stalled", job)
 
 
 def reap_all(backend: Backend, visibility_timeout: float) -> ReapReport:

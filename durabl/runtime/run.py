@@ -7,6 +7,7 @@ went unconfirmed past its local deadline, writes nothing: another worker may own
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import traceback
@@ -24,9 +25,19 @@ from durabl.model.abort import (
     LogBuffer,
 )
 from durabl.model.clock import Clock
+from durabl.model.declared import TypeOptions
 from durabl.model.exceptions import FatalJobError
-from durabl.model.job import FailureKind, Job, JobEvent, JobHandle, JobResult, JournalAppendResult
+from durabl.model.job import (
+    DEAD_LETTER_KINDS,
+    FailureKind,
+    Job,
+    JobEvent,
+    JobHandle,
+    JobResult,
+    JournalAppendResult,
+)
 from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
+from durabl.model.schema import PayloadValidationError
 from durabl.model.sync import Flag
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
@@ -109,6 +120,61 @@ class Runtime(Protocol):
     run_hooks: RunHooks
 
     def emit(self, event: JobEvent) -> None: ...
+
+    def type_options(self, type: str) -> TypeOptions | None:
+        """The type's schema, dead-letter hook and defaults (None: none declared)."""
+        ...
+
+
+class InvalidPayload(PayloadValidationError):
+    """The stored data of a claimed job does not match its type's schema: the run ends
+    at once, without its handler, failed ``invalid-payload`` (an inline run raises it)."""
+
+    def __init__(self, error: PayloadValidationError) -> None:
+        super().__init__(error.type, error.errors)
+
+
+def parse_payload(runtime: Runtime, job: Job[Any]) -> Job[Any]:
+    """``job`` with its data parsed by its type's schema (``job`` itself without one);
+    :class:`InvalidPayload` when the stored data does not validate."""
+    options = runtime.type_options(job.type)
+    if options is None or options.schema is None:
+        return job
+    try:
+        parsed = options.schema.parse(job.type, job.data)
+    except PayloadValidationError as exc:
+        raise InvalidPayload(exc) from None
+    job = copy.copy(job)
+    object.__setattr__(job, "data", parsed)  # a copy of a frozen snapshot, data swapped
+    return job
+
+
+def dead_letter(
+    runtime: Runtime,
+    type: str,
+    job_id: str,
+    kind: FailureKind | None,
+    job: Job[Any] | None = None,
+) -> None:
+    """A job of ``type`` was just recorded failed with ``kind`` by this process: when the
+    kind dead-letters, send the sink a ``dead-lettered`` event and call the type's
+    ``on_dead_letter(job)`` with the stored job (``job`` when the caller has just read
+    it, else read here). Never raises: a failing hook is logged."""
+    if kind not in DEAD_LETTER_KINDS:
+        return
+    extra = {"job_id": job_id, "type": type}
+    if runtime.on_job_event is not None:
+        runtime.emit(JobEvent("dead-lettered", type, job_id, extra={"failure_kind": kind}))
+    options = runtime.type_options(type)
+    hook = None if options is None else options.on_dead_letter
+    if hook is None:
+        return
+    try:
+        job = job if job is not None else runtime.backend.get_job(job_id)
+        if job is not None:
+            hook(job)
+    except Exception:
+        logger.exception("on_dead_letter for job %s (%s) raised", job_id, type, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -307,9 +373,10 @@ class ManagedRun:
                 self._over()
 
     def _call_handler(self, job: Job[Any] | None) -> object:
+        job = parse_payload(self.runtime, self.handle.as_job() if job is None else job)
         if isinstance(self.handler, ManagedHandler):
             return self.handler.run_managed(self)
-        return self.handler(self.handle.as_job() if job is None else job, self.ctx)
+        return self.handler(job, self.ctx)
 
     def _over(self) -> None:
         """The run is over (written, lost, released or refused): nobody waits for it."""
@@ -392,6 +459,8 @@ class ManagedRun:
             self._write_failed()
             return RunOutcome(error, None, "write-failed")
         self._report(error, result, duration)
+        if error is not None and result.status == "failed-terminal":
+            dead_letter(self.runtime, self.handle.type, self.handle.id, self._kind(error))
         if isinstance(error, SuspendRun):
             error = None  # a suspension is how the run ended, not a failure
         if result.status in ("lease-lost", "already-terminal", "not-found"):
@@ -440,6 +509,10 @@ class ManagedRun:
             return backend.complete(job.id, job.claim_token, logs=logs)
         if isinstance(error, SuspendRun):
             return backend.release(job.id, job.claim_token, logs=logs, run_at=error.run_at)
+        if isinstance(error, InvalidPayload):
+            return backend.fail_fatal(
+                job.id, job.claim_token, str(error), logs=logs, kind="invalid-payload"
+            )
         reason = describe_error(error)
         if self._is_fatal(error):
             return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
@@ -453,8 +526,18 @@ class ManagedRun:
             job.id, job.claim_token, reason, retry_at=retry_at, logs=logs, exhausted=exhausted
         )
 
+    def _kind(self, error: BaseException) -> FailureKind:
+        """The failure kind a terminal failure with ``error`` is recorded as."""
+        if isinstance(error, InvalidPayload):
+            return "invalid-payload"
+        if self._is_fatal(error):
+            return "fatal"
+        return "interrupted" if is_interrupt(error) else "retries-exhausted"
+
     def _is_fatal(self, error: BaseException) -> bool:
         handler = self.handler
+        if isinstance(error, InvalidPayload):
+            return True
         fatal = handler.fatal_errors if isinstance(handler, ManagedHandler) else ()
         return isinstance(error, (FatalJobError, *fatal))
 

@@ -365,10 +365,16 @@ class StoreBase(ABC):
         )
 
     def fail_fatal(
-        self, job_id: str, token: str, reason: str, *, logs: Sequence[LogEntry] = ()
+        self,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        logs: Sequence[LogEntry] = (),
+        kind: FailureKind = "fatal",
     ) -> JobResult:
         """See :meth:`Backend.fail_fatal`."""
-        return self.write_failure(job_id, token, Failure(clip_reason(reason), None, "fatal"), logs)
+        return self.write_failure(job_id, token, Failure(clip_reason(reason), None, kind), logs)
 
     def release(
         self,

@@ -126,7 +126,7 @@ def test_every_outcome_is_written_on_the_completer_thread(
     assert [kind for kind, _, _ in writes.log] == ["complete_many", "fail", "fail_fatal", "release"]
     assert [status(q, run.job_id) for run in runs] == ["completed", "pending", "failed", "pending"]
     kinds = [e.kind for e in events if e.kind != "claimed"]
-    assert kinds == ["completed", "failed", "fail-fatal", "suspended"]
+    assert kinds == ["completed", "failed", "fail-fatal", "dead-lettered", "suspended"]
     assert all(run.done.is_set() for run in runs) and q.active_runs() == []
 
 

@@ -80,7 +80,9 @@ def test_last_attempt_fails_retries_exhausted(
     job = q.get_job(job_id)
     assert job is not None
     assert (job.status, job.failure_kind, job.attempts) == ("failed", "retries-exhausted", 2)
-    assert events[-1].kind == "failed" and events[-1].terminal is True
+    assert events[-2].kind == "failed" and events[-2].terminal is True
+    dead = events[-1]
+    assert (dead.kind, dead.extra) == ("dead-lettered", {"failure_kind": "retries-exhausted"})
     assert q.run_pending() == 0
 
 
@@ -100,7 +102,7 @@ def test_fatal_error_fails_at_once_and_keeps_its_cause(q: JobQueue, events: list
     assert job.fail_reason is not None
     assert "payload is unusable" in job.fail_reason
     assert "caused by ValueError: invalid literal" in job.fail_reason
-    assert events[-1].kind == "fail-fatal"
+    assert [e.kind for e in events[-2:]] == ["fail-fatal", "dead-lettered"]
 
 
 def test_logs_are_stored_with_the_terminal_write_and_bounded(q: JobQueue) -> None:

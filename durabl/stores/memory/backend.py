@@ -147,7 +147,7 @@ class MemoryBackend(StoreBase):
         rec.attempts += 1
         rec.reserved = reserve
         rec.claim_token = token = uuid.uuid4().hex
-        rec.heartbeat_at = now
+        rec.heartbeat_at = rec.claimed_at = now
         rec.lease_owner = owner
         return handle_for(self._store.snapshot(rec), token, self)
 
@@ -203,6 +203,7 @@ class MemoryBackend(StoreBase):
         self, rec: Record, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
     ) -> JobResult:
         """A pending follower holds the key's pending slot: it covers this run's work."""
+        self._store.end_attempt(rec, "superseded", now)
         self._store.move(rec, "superseded", now)
         return self._store.applied(rec, token, op, "superseded", logs)
 
@@ -226,7 +227,9 @@ class MemoryBackend(StoreBase):
         rec = self._store.fence(completion.job_id, token, "complete")
         if isinstance(rec, JobResult):
             return rec
-        self._store.move(rec, "completed", self.now())
+        now = self.now()
+        self._store.end_attempt(rec, "completed", now)
+        self._store.move(rec, "completed", now)
         return self._store.applied(rec, token, "complete", "completed", completion.logs)
 
     def write_failure(
@@ -239,12 +242,14 @@ class MemoryBackend(StoreBase):
                 return rec
             now = self.now()
             if failure.retry_at is None or rec.attempts >= rec.max_attempts:
+                self._store.end_attempt(rec, failure.terminal_outcome, now, failure.error)
                 self._store.move(rec, "failed", now)
                 rec.fail_reason = failure.reason
                 rec.failure_kind = failure.kind
                 return self._store.applied(rec, token, op, "failed-terminal", logs)
             if not self._store.can_move(rec, "pending"):
                 return self._supersede(rec, token, op, now, logs)  # reason not kept
+            self._store.end_attempt(rec, "retry-scheduled", now, failure.error)
             self._store.move(rec, "pending", now)
             rec.run_at = to_millis(failure.retry_at)
             rec.fail_reason = failure.reason
@@ -262,6 +267,7 @@ class MemoryBackend(StoreBase):
             now = self.now()
             if not self._store.can_move(rec, "pending"):
                 return self._supersede(rec, token, "release", now, logs)
+            self._store.end_attempt(rec, "released", now)
             self._store.move(rec, "pending", now)
             rec.attempts -= 1
             if release.run_at is not None:
@@ -305,11 +311,13 @@ class MemoryBackend(StoreBase):
                     unstarted_reaps=rec.unstarted_reaps,
                 )
                 if decision == "stall":
+                    self._store.end_attempt(rec, "stalled", now, STALLED_REASON)
                     self._store.move(rec, "failed", now)
                     rec.failure_kind = "stalled"
                     rec.fail_reason = STALLED_REASON
                     stalled += 1
                 elif self._store.can_move(rec, "pending"):
+                    self._store.end_attempt(rec, "lease-lost", now, STALLED_REASON)
                     self._store.move(rec, "pending", now)
                     rec.run_at = now
                     if decision == "refund":
@@ -317,6 +325,7 @@ class MemoryBackend(StoreBase):
                         rec.unstarted_reaps += 1
                     recovered += 1
                 else:
+                    self._store.end_attempt(rec, "superseded", now, STALLED_REASON)
                     self._store.move(rec, "superseded", now)
                     superseded += 1
             ids = tuple(r.id for r in stuck)

@@ -19,6 +19,8 @@ from durabl.model.backoff import BackoffKind
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     TERMINAL_STATUSES,
+    Attempt,
+    AttemptOutcome,
     DedupeScope,
     FailureKind,
     Job,
@@ -29,6 +31,7 @@ from durabl.model.job import (
     LogEntry,
     ResultStatus,
     TerminalStatus,
+    add_attempt,
 )
 from durabl.model.options import (
     MAX_LOG_ENTRIES,
@@ -42,6 +45,8 @@ from durabl.model.rules import resolve_miss
 
 _TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
+#: The Job fields a record holds under the same name.
+_RECORD_FIELDS = tuple(name for name in _JOB_FIELDS if name not in ("worker", "lease_expires_at"))
 
 
 @dataclass(eq=False)
@@ -69,7 +74,9 @@ class Record:
     finished_at: datetime | None = None
     claim_token: str | None = None
     heartbeat_at: datetime | None = None
+    claimed_at: datetime | None = None
     lease_owner: str | None = None
+    attempt_history: tuple[Attempt, ...] = ()
     #: Claimed ahead of a free worker, its start not recorded yet (see durabl.model.rules).
     reserved: bool = False
     unstarted_reaps: int = 0
@@ -138,7 +145,7 @@ class MemoryStore:
         rec.status = status
         rec.updated_at = now
         if status != "active":
-            rec.claim_token = rec.heartbeat_at = rec.lease_owner = None
+            rec.claim_token = rec.heartbeat_at = rec.claimed_at = rec.lease_owner = None
             rec.reserved = False
         if status in _TERMINAL:
             rec.finished_at = now
@@ -152,11 +159,21 @@ class MemoryStore:
             raise DedupeScopeConflictError(key, scope, "pending+active")
 
     @staticmethod
+    def end_attempt(
+        rec: Record, outcome: AttemptOutcome, now: datetime, error: str | None = None
+    ) -> None:
+        """Add the claim that ends now to the record's history (before the move that
+        clears its lease)."""
+        attempt = Attempt(rec.attempts, rec.lease_owner, rec.claimed_at, now, outcome, error)
+        rec.attempt_history = add_attempt(rec.attempt_history, attempt)
+
+    @staticmethod
     def snapshot(rec: Record) -> Job[Any]:
-        values = {name: getattr(rec, name) for name in _JOB_FIELDS}
+        values = {name: getattr(rec, name) for name in _RECORD_FIELDS}
         return Job(
             **{
                 **values,
+                "worker": rec.lease_owner,
                 "data": copy.deepcopy(rec.data),
                 "logs": tuple(rec.logs),
                 "journal": tuple(copy.deepcopy(rec.journal)),

@@ -29,6 +29,7 @@ from durabl.model.exceptions import (
     DurablError,
 )
 from durabl.model.job import (
+    AttemptOutcome,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -59,6 +60,14 @@ from durabl.stores.base import (
     StoreBase,
 )
 from durabl.stores.mongo import codec, factory
+from durabl.stores.mongo.attempts import (
+    CLAIM_FIELDS,
+    ClaimInfo,
+    ClaimMemo,
+    attempt_document,
+    claim_info,
+    push_attempt,
+)
 from durabl.stores.mongo.bulk import FencedBatch
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
@@ -149,6 +158,7 @@ class MongoJobQueue(StoreBase):
         self.safety_poll_interval = float(safety_poll_interval)
         self.push_settings = PushSettings(batch_window=push_batch_window)
         self.queries = MongoQueries(self.store)
+        self._claims = ClaimMemo()
         self.reaper = MongoReaper(self.store)
         self.schedules = MongoSchedules(self.store)
 
@@ -318,6 +328,7 @@ class MongoJobQueue(StoreBase):
             return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
         if job.dedupe_key is not None:
             self._check_scope_conflict(job, doc["_id"], {"claim_token": token})
+        self._claims.remember(token, doc)
         # Build the handle from what the store holds (lists for tuples, milliseconds), not
         # from the caller's objects.
         return InlineClaimResult(handle_for(codec.to_job(codec.round_trip(doc)), token, self))
@@ -366,6 +377,7 @@ class MongoJobQueue(StoreBase):
                 return None, True
             if doc is None:
                 return None, False
+            self._claims.remember(token, doc)
             return handle_for(codec.to_job(doc), token, self), False
 
         # Not repeated on transient errors: a claim that applied but whose reply was lost
@@ -383,6 +395,7 @@ class MongoJobQueue(StoreBase):
             doc = self.store.call("claim", taken)
             if doc is None:
                 raise
+            self._claims.remember(token, doc)
             return handle_for(codec.to_job(doc), token, self), False
 
     def claim_due(
@@ -473,6 +486,20 @@ class MongoJobQueue(StoreBase):
         mine = (r["r"] for r in receipts if r.get("t") == token and r.get("op") == op)
         return resolve_miss(doc["status"], next(mine, None))
 
+    def _claim_info(self, oid: ObjectId, token: str) -> ClaimInfo | None:
+        """What the history entry of the claim ``token`` needs: remembered from the claim,
+        else (a claim another backend object made) read; None when it is not held."""
+        claim = self._claims.take(token)
+        if claim is not None:
+            return claim
+        doc = self.store.call(
+            "claim-info",
+            lambda: self.store.col.find_one(
+                {"_id": oid, "claim_token": token, "status": "active"}, CLAIM_FIELDS
+            ),
+        )
+        return None if doc is None else claim_info(doc)
+
     def _fenced(
         self,
         job_id: str,
@@ -482,12 +509,16 @@ class MongoJobQueue(StoreBase):
         update: dict[str, Any],
         logs: Sequence[LogEntry],
         *,
-        on_duplicate: Callable[[ObjectId], JobResult] | None = None,
+        ending: tuple[datetime, AttemptOutcome, str | None],
+        on_duplicate: Callable[[ObjectId, ClaimInfo | None], JobResult] | None = None,
         timeout: float | None = None,
     ) -> JobResult:
         oid = codec.parse_id(job_id)
         if oid is None:
             return JobResult("not-found")
+        claim = self._claim_info(oid, token)
+        if claim is not None:
+            push_attempt(update, attempt_document(claim, *ending))
         self._push_logs(update, logs)
         self._receipt(update, token, op, result)
 
@@ -499,7 +530,7 @@ class MongoJobQueue(StoreBase):
             except DuplicateKeyError:
                 if on_duplicate is None:
                     raise
-                return on_duplicate(oid)
+                return on_duplicate(oid, claim)
             if res.matched_count == 1:
                 return JobResult(result)  # type: ignore[arg-type]
             return self._resolve_miss(oid, token, op)
@@ -540,12 +571,25 @@ class MongoJobQueue(StoreBase):
         if op == "complete":  # one completion: one fenced update
             (one,) = completions
             update_doc = codec.terminal_update("completed", now)
+            ending: tuple[datetime, AttemptOutcome, str | None] = (now, "completed", None)
             return [
-                self._fenced(one.job_id, one.token, "complete", "completed", update_doc, one.logs)
+                self._fenced(
+                    one.job_id,
+                    one.token,
+                    "complete",
+                    "completed",
+                    update_doc,
+                    one.logs,
+                    ending=ending,
+                )
             ]
+        claims = self._batch_claims(completions)
 
         def update(completion: Completion) -> dict[str, Any]:
             doc = codec.terminal_update("completed", now)
+            claim = claims.get(completion.token)
+            if claim is not None:
+                push_attempt(doc, attempt_document(claim, now, "completed"))
             self._push_logs(doc, completion.logs)
             self._receipt(doc, completion.token, "complete", "completed")
             return doc
@@ -560,15 +604,39 @@ class MongoJobQueue(StoreBase):
 
         return batch.answers(self.store.call(op, write) if requests else [])
 
+    def _batch_claims(self, completions: Sequence[Completion]) -> dict[str, ClaimInfo]:
+        """The claim of each completion by token: remembered, or (claims another backend
+        object made) read in one query."""
+        claims: dict[str, ClaimInfo] = {}
+        for c in completions:
+            claim = self._claims.take(c.token)
+            if claim is not None:
+                claims[c.token] = claim
+        missing = [c.token for c in completions if c.token not in claims]
+        if missing:
+            docs = self.store.call(
+                "claim-info",
+                lambda: list(
+                    self.store.col.find(
+                        {"claim_token": {"$in": missing}, "status": "active"},
+                        {**CLAIM_FIELDS, "claim_token": 1},
+                    )
+                ),
+            )
+            claims.update((d["claim_token"], claim_info(d)) for d in docs)
+        return claims
+
     def write_failure(
         self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         op, reason, kind = failure.op, failure.reason, failure.kind
+        terminal = (failure.terminal_outcome, failure.error)
         if failure.retry_at is None:
-            update = codec.terminal_update(
-                "failed", self.now(), fail_reason=reason, failure_kind=kind
+            now = self.now()
+            update = codec.terminal_update("failed", now, fail_reason=reason, failure_kind=kind)
+            return self._fenced(
+                job_id, token, op, "failed-terminal", update, logs, ending=(now, *terminal)
             )
-            return self._fenced(job_id, token, op, "failed-terminal", update, logs)
         oid = codec.parse_id(job_id)
         if oid is None:
             return JobResult("not-found")
@@ -584,7 +652,9 @@ class MongoJobQueue(StoreBase):
             return self.store.call(op, lambda: self._resolve_miss(oid, token, op))
         if doc["attempts"] >= doc["max_attempts"]:
             update = codec.terminal_update("failed", now, fail_reason=reason, failure_kind=kind)
-            return self._fenced(job_id, token, op, "failed-terminal", update, logs)
+            return self._fenced(
+                job_id, token, op, "failed-terminal", update, logs, ending=(now, *terminal)
+            )
         update = codec.back_to_pending(now, run_at=failure.retry_at, fail_reason=reason)
         return self._fenced(
             job_id,
@@ -593,7 +663,10 @@ class MongoJobQueue(StoreBase):
             "retry-scheduled",
             update,
             logs,
-            on_duplicate=lambda oid: self._supersede(oid, token, op, now, logs, fail_reason=reason),
+            ending=(now, "retry-scheduled", failure.error),
+            on_duplicate=lambda oid, claim: self._supersede(
+                oid, token, op, now, logs, claim, fail_reason=reason
+            ),
         )
 
     def _supersede(
@@ -603,10 +676,13 @@ class MongoJobQueue(StoreBase):
         op: str,
         now: datetime,
         logs: Sequence[LogEntry],
+        claim: ClaimInfo | None,
         **fields: Any,
     ) -> JobResult:
         """A pending follower already holds the key: it covers this job's work."""
         update = codec.terminal_update("superseded", now, **fields)
+        if claim is not None:
+            push_attempt(update, attempt_document(claim, now, "superseded"))
         self._push_logs(update, logs)
         self._receipt(update, token, op, "superseded")
         res = self.store.col.update_one(
@@ -633,7 +709,10 @@ class MongoJobQueue(StoreBase):
             "released",
             update,
             logs,
-            on_duplicate=lambda oid: self._supersede(oid, token, "release", now, logs),
+            ending=(now, "released", None),
+            on_duplicate=lambda oid, claim: self._supersede(
+                oid, token, "release", now, logs, claim
+            ),
             timeout=release.timeout,
         )
 

@@ -12,7 +12,7 @@ from bson.codec_options import CodecOptions
 
 from durabl.model.clock import as_utc
 from durabl.model.exceptions import DocumentTooLargeError
-from durabl.model.job import Job, LogEntry
+from durabl.model.job import Job, LogEntry, attempt_from_record
 from durabl.model.options import (
     MAX_DOCUMENT_BYTES,
     MAX_JOB_DOCUMENT,
@@ -123,6 +123,11 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         backoff_delay=float(backoff.get("delay", 1.0)),
         backoff_max_delay=float(backoff.get("max_delay", 300.0)),
         journal=tuple(doc.get("journal") or ()),
+        attempt_history=tuple(
+            attempt_from_record(r, as_utc) for r in doc.get("attempt_history") or ()
+        ),
+        worker=doc.get("lease_owner"),
+        heartbeat_at=as_utc(doc["heartbeat_at"]) if doc.get("heartbeat_at") else None,
     )
 
 

@@ -13,6 +13,12 @@ from durabl.model.job import ReapReport
 from durabl.model.options import RECEIPTS_KEPT
 from durabl.model.rules import STALLED_REASON, reap_decision
 from durabl.stores.mongo import codec
+from durabl.stores.mongo.attempts import (
+    CLAIM_FIELDS,
+    attempt_document,
+    claim_info,
+    push_attempt,
+)
 from durabl.stores.mongo.store import MongoStore
 
 
@@ -38,6 +44,7 @@ class MongoReaper:
                         "type": 1,
                         "reserved": 1,
                         "unstarted_reaps": 1,
+                        **CLAIM_FIELDS,
                     },
                 )
                 .sort("heartbeat_at", 1)
@@ -76,19 +83,23 @@ class MongoReaper:
             unstarted_reaps=doc.get("unstarted_reaps", 0),
         )
         outcome = "recovered"
+        claim = claim_info(doc)
         if decision == "stall":
             update = codec.terminal_update(
                 "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
             )
+            push_attempt(update, attempt_document(claim, now, "stalled", STALLED_REASON))
             outcome = "stalled"
         else:
             update = codec.back_to_pending(now, run_at=now)
+            push_attempt(update, attempt_document(claim, now, "lease-lost", STALLED_REASON))
             if decision == "refund":
                 update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
 
         def receipted(update: dict[str, Any], result: str) -> dict[str, Any]:
             entry = {"t": sweep, "op": "reap", "r": result}
-            return {**update, "$push": {"receipts": {"$each": [entry], "$slice": -RECEIPTS_KEPT}}}
+            receipts = {"receipts": {"$each": [entry], "$slice": -RECEIPTS_KEPT}}
+            return {**update, "$push": {**update.get("$push", {}), **receipts}}
 
         def mine() -> str | None:
             """A repeat that matched nothing: this sweep's own write if its receipt is
@@ -104,7 +115,9 @@ class MongoReaper:
             try:
                 res = self.store.col.update_one(query, receipted(update, outcome))
             except DuplicateKeyError:
-                superseded = receipted(codec.terminal_update("superseded", now), "superseded")
+                ended = attempt_document(claim, now, "superseded", STALLED_REASON)
+                followed = push_attempt(codec.terminal_update("superseded", now), ended)
+                superseded = receipted(followed, "superseded")
                 res = self.store.col.update_one(query, superseded)
                 return "superseded" if res.matched_count else mine()
             return outcome if res.matched_count else mine()

@@ -486,8 +486,26 @@ class PostgresJobQueue(StoreBase):
 
         def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
             if retry_at is not None:
-                return writes.fail(cur, q, params, reason, retry_at, kind)
-            done = writes.terminal(cur, q, params, "failed", reason=reason, kind=kind)
+                return writes.fail(
+                    cur,
+                    q,
+                    params,
+                    reason,
+                    retry_at,
+                    kind,
+                    error=failure.error,
+                    terminal_outcome=failure.terminal_outcome,
+                )
+            done = writes.terminal(
+                cur,
+                q,
+                params,
+                "failed",
+                outcome=failure.terminal_outcome,
+                error=failure.error,
+                reason=reason,
+                kind=kind,
+            )
             return "failed-terminal" if done else None
 
         return self._fenced(failure.op, job_id, token, logs, apply)
@@ -504,7 +522,14 @@ class PostgresJobQueue(StoreBase):
             if row is None:
                 return None
             return writes.to_pending_or_supersede(
-                cur, q, params, row["followed"], "released", refund=True, run_at=release.run_at
+                cur,
+                q,
+                params,
+                row["followed"],
+                "released",
+                refund=True,
+                run_at=release.run_at,
+                outcome="released",
             )
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)

@@ -196,7 +196,22 @@ def _add_schedules(t: Tables) -> list[str]:
     ]
 
 
-MIGRATIONS: list[Migration] = [(1, _create_v1), (2, _add_schedules)]
+def _add_job_record(t: Tables) -> list[str]:
+    """The job record: how each claim ended (a JSON array, NULL until the first outcome,
+    so jobs written before read back with an empty history), the value a handler returned,
+    and the terminal status ``cancelled``."""
+    jobs = t.qualified()
+    check = ident(f"{t.base}_status_check")
+    return [
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS attempt_history jsonb",
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS result text",
+        f"ALTER TABLE {jobs} DROP CONSTRAINT IF EXISTS {check}",
+        f"ALTER TABLE {jobs} ADD CONSTRAINT {check} CHECK (status IN "
+        "('pending', 'active', 'completed', 'failed', 'superseded', 'cancelled'))",
+    ]
+
+
+MIGRATIONS: list[Migration] = [(1, _create_v1), (2, _add_schedules), (3, _add_job_record)]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
 

@@ -21,11 +21,13 @@ JOB_COLUMNS = (
     "j.seq, j.id, j.type, j.data, j.status, j.priority, j.run_at, j.attempts, "
     "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
-    "j.journal, (SELECT coalesce(json_agg(json_build_array("
+    "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, "
+    "(SELECT coalesce(json_agg(json_build_array("
     "(extract(epoch FROM l.at) * 1000)::bigint, l.message) ORDER BY l.seq), '[]'::json) "
     "FROM {logs} AS l WHERE l.job_id = j.id) AS logs"
 )
-"""What a :class:`~durabl.model.job.Job` is built from, its logs included (no lease)."""
+"""What a :class:`~durabl.model.job.Job` is built from, its logs, lease owner and last
+heartbeat included (not its token)."""
 
 FENCE = (
     "(j.id, j.claim_token) IN (SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::text[])) "
@@ -36,9 +38,19 @@ CLEAR_LEASE = (
     "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, "
     "reserved = false"
 )
+# The claim that ends adds its entry to the history (the newest %(kept)s kept) in the
+# statement that records its outcome: SET reads the row as it was, lease fields included.
+ADD_ATTEMPT = (
+    "attempt_history = (CASE WHEN jsonb_array_length(coalesce(j.attempt_history, "
+    "'[]'::jsonb)) >= %(kept)s THEN j.attempt_history - 0 ELSE coalesce(j.attempt_history, "
+    "'[]'::jsonb) END) || jsonb_build_array(jsonb_build_object('n', j.attempts, "
+    "'w', j.lease_owner, 's', (extract(epoch FROM j.claimed_at) * 1000)::bigint, "
+    "'e', (extract(epoch FROM {now}) * 1000)::bigint, 'o', %(outcome)s::text, "
+    "'x', %(error)s::text))"
+)
 TERMINAL = (
     "status = %(status)s, updated_at = {now}, finished_at = {now}, live_slot = NULL, "
-    f"pending_slot = NULL, active_slot = NULL, {CLEAR_LEASE}"
+    f"pending_slot = NULL, active_slot = NULL, {ADD_ATTEMPT}, {CLEAR_LEASE}"
 )
 FOLLOWED = (
     "(j.active_slot IS NOT NULL AND EXISTS "
@@ -184,7 +196,9 @@ STATEMENTS: dict[str, str] = {
     # stays.
     "to_pending": """
         WITH moved AS (UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
-            pending_slot = j.active_slot, active_slot = NULL, claim_token = NULL,
+            pending_slot = j.active_slot, active_slot = NULL, """
+    + ADD_ATTEMPT
+    + """, claim_token = NULL,
             heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = false,
             attempts = j.attempts - %(refund)s,
             unstarted_reaps = j.unstarted_reaps + %(unstarted)s,

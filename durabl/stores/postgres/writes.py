@@ -20,7 +20,14 @@ from psycopg.rows import DictRow
 
 from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
-from durabl.model.job import JobResult, LogEntry, ReapReport, ResultStatus
+from durabl.model.job import (
+    ATTEMPTS_KEPT,
+    AttemptOutcome,
+    JobResult,
+    LogEntry,
+    ReapReport,
+    ResultStatus,
+)
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 from durabl.model.rows import encode_journal
 from durabl.stores.base import Completion, EnqueueResult
@@ -149,6 +156,7 @@ def complete_many(
         "tokens": [c.token for c in completions],
         "now": now,
         "status": "completed",
+        **ending("completed"),
     }
     cur.execute(q.complete, params)
     done = {(r["id"], r["done_token"]) for r in cur.fetchall()}
@@ -163,17 +171,26 @@ def complete_many(
     ]
 
 
+def ending(outcome: AttemptOutcome, error: str | None = None) -> dict[str, Any]:
+    """The parameters of the history entry a terminal or back-to-pending write adds."""
+    return {"outcome": outcome, "error": error, "kept": ATTEMPTS_KEPT}
+
+
 def terminal(
     cur: Cursor[DictRow],
     q: Queries,
     params: dict[str, Any],
     status: str,
     *,
+    outcome: AttemptOutcome,
+    error: str | None = None,
     reason: str | None = None,
     kind: str | None = None,
 ) -> bool:
-    """End the fenced claims in ``status`` (freeing every slot and the lease)."""
-    cur.execute(q.terminal, {**params, "status": status, "reason": reason, "kind": kind})
+    """End the fenced claims in ``status`` (freeing every slot and the lease), the
+    attempt ending as ``outcome``."""
+    values = {**params, "status": status, "reason": reason, "kind": kind}
+    cur.execute(q.terminal, {**values, **ending(outcome, error)})
     return bool(cur.fetchall())
 
 
@@ -189,12 +206,17 @@ def to_pending_or_supersede(
     due_now: bool = False,
     run_at: datetime | None = None,
     reason: str | None = None,
+    outcome: AttemptOutcome,
+    error: str | None = None,
 ) -> ResultStatus | None:
-    """Back to pending (``result``); ``superseded`` when a follower holds the pending slot
-    (``followed``, read under the row lock); None when the fence does not hold."""
+    """Back to pending (``result``, the attempt ending as ``outcome``); ``superseded`` when
+    a follower holds the pending slot (``followed``, read under the row lock); None when
+    the fence does not hold."""
     if followed:
-        return "superseded" if terminal(cur, q, params, "superseded") else None
+        done = terminal(cur, q, params, "superseded", outcome="superseded", error=error)
+        return "superseded" if done else None
     values = {
+        **ending(outcome, error),
         **params,
         "refund": int(refund),
         "unstarted": int(unstarted),
@@ -219,6 +241,9 @@ def fail(
     reason: str,
     retry_at: datetime,
     exhausted: str,
+    *,
+    error: str | None = None,
+    terminal_outcome: AttemptOutcome = "failed",
 ) -> ResultStatus | None:
     """Retry at ``retry_at`` while attempts remain, else fail with failure kind
     ``exhausted``; the attempt count is read under the row lock."""
@@ -226,10 +251,27 @@ def fail(
     if row is None:
         return None
     if row["attempts"] >= row["max_attempts"]:
-        done = terminal(cur, q, params, "failed", reason=reason, kind=exhausted)
+        done = terminal(
+            cur,
+            q,
+            params,
+            "failed",
+            outcome=terminal_outcome,
+            error=error,
+            reason=reason,
+            kind=exhausted,
+        )
         return "failed-terminal" if done else None
     return to_pending_or_supersede(
-        cur, q, params, row["followed"], "retry-scheduled", run_at=retry_at, reason=reason
+        cur,
+        q,
+        params,
+        row["followed"],
+        "retry-scheduled",
+        run_at=retry_at,
+        reason=reason,
+        outcome="retry-scheduled",
+        error=error,
     )
 
 
@@ -266,11 +308,29 @@ def reap_one(cur: Cursor[DictRow], q: Queries, row: DictRow, now: datetime | Non
         unstarted_reaps=row["unstarted_reaps"],
     )
     if decision == "stall":
-        done = terminal(cur, q, params, "failed", reason=rules.STALLED_REASON, kind="stalled")
+        done = terminal(
+            cur,
+            q,
+            params,
+            "failed",
+            outcome="stalled",
+            error=rules.STALLED_REASON,
+            reason=rules.STALLED_REASON,
+            kind="stalled",
+        )
         return "stalled" if done else None
     refund = decision == "refund"
     moved = to_pending_or_supersede(
-        cur, q, params, row["followed"], "released", refund=refund, unstarted=refund, due_now=True
+        cur,
+        q,
+        params,
+        row["followed"],
+        "released",
+        refund=refund,
+        unstarted=refund,
+        due_now=True,
+        outcome="lease-lost",
+        error=rules.STALLED_REASON,
     )
     if moved is None:
         return None

@@ -421,7 +421,8 @@ class SqliteJobQueue(StoreBase):
 
             def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
                 extra = ", fail_reason = :reason, failure_kind = :kind"
-                fatal = {**params, "reason": reason, "kind": kind}
+                ending = writes.ending(failure.terminal_outcome, failure.error)
+                fatal = {**params, "reason": reason, "kind": kind, **ending}
                 done = writes.set_terminal(conn, fatal, "failed", extra)
                 return "failed-terminal" if done else None
 
@@ -429,7 +430,15 @@ class SqliteJobQueue(StoreBase):
             retry_ms = codec.to_ms(failure.retry_at)
 
             def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
-                return writes.fail(conn, params, reason, retry_ms, kind)
+                return writes.fail(
+                    conn,
+                    params,
+                    reason,
+                    retry_ms,
+                    kind,
+                    error=failure.error,
+                    terminal_outcome=failure.terminal_outcome,
+                )
 
         return self._fenced(failure.op, job_id, token, logs, apply)
 
@@ -442,6 +451,7 @@ class SqliteJobQueue(StoreBase):
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
             extra = ", attempts = attempts - 1"
+            params = {**params, **writes.ending("released")}
             if wake is not None:
                 extra += ", run_at = :run_at"
                 params = {**params, "run_at": wake}

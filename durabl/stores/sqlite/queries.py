@@ -25,10 +25,11 @@ JOB_COLUMNS = ", ".join(
         "seq", "id", "type", "data", "status", "priority", "run_at", "attempts",
         "max_attempts", "dedupe_key", "dedupe_scope", "created_at", "updated_at",
         "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
-        "journal",
+        "journal", "attempt_history", "lease_owner", "heartbeat_at",
     )
 )  # fmt: skip
-"""What a :class:`~durabl.model.job.Job` is built from (no lease fields)."""
+"""What a :class:`~durabl.model.job.Job` is built from (the lease's owner and last
+heartbeat included, not its token)."""
 
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 

@@ -129,6 +129,14 @@ def _add_schedules(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_job_record(conn: sqlite3.Connection) -> None:
+    """The job record: how each claim ended (a JSON array, NULL until the first outcome:
+    jobs written before this migration read back with an empty history) and the value a
+    handler returned."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN attempt_history TEXT")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN result TEXT")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -136,6 +144,7 @@ MIGRATIONS: list[Migration] = [
     (2, _add_done_token),
     (3, _add_reservations),
     (4, _add_schedules),
+    (5, _add_job_record),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

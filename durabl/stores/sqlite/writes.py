@@ -15,7 +15,7 @@ from typing import Any
 
 from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
-from durabl.model.job import JobResult, LogEntry, ResultStatus
+from durabl.model.job import ATTEMPTS_KEPT, AttemptOutcome, JobResult, LogEntry, ResultStatus
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 from durabl.model.rows import decode_journal
 from durabl.stores.base import Completion, EnqueueResult
@@ -27,16 +27,31 @@ FENCE = "id = :id AND claim_token = :token AND status = 'active'"
 _CLEAR_LEASE = (
     "claim_token = NULL, heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = 0"
 )
+# The claim that ends adds its entry to the history (the newest ATTEMPTS_KEPT kept) in the
+# statement that records its outcome: SET reads the row as it was, lease fields included.
+_ADD_ATTEMPT = (
+    "attempt_history = json_insert(CASE WHEN json_array_length(coalesce(attempt_history, "
+    "'[]')) >= :kept THEN json_remove(attempt_history, '$[0]') ELSE coalesce(attempt_history, "
+    "'[]') END, '$[#]', json_object('n', attempts, 'w', lease_owner, 's', claimed_at, "
+    "'e', :now, 'o', :outcome, 'x', :error))"
+)
 TERMINAL = (
     "status = :status, updated_at = :now, finished_at = :now, "
-    f"live_slot = NULL, pending_slot = NULL, active_slot = NULL, {_CLEAR_LEASE}"
+    f"live_slot = NULL, pending_slot = NULL, active_slot = NULL, {_ADD_ATTEMPT}, {_CLEAR_LEASE}"
 )
 # Back to pending: a pending-scope job moves its active slot back to the pending slot (a
 # follower holding that slot makes this fail on the unique index); the live slot stays.
 BACK_TO_PENDING = (
     "status = 'pending', updated_at = :now, pending_slot = active_slot, active_slot = NULL, "
-    f"{_CLEAR_LEASE}"
+    f"{_ADD_ATTEMPT}, {_CLEAR_LEASE}"
 )
+
+
+def ending(outcome: AttemptOutcome, error: str | None = None) -> dict[str, Any]:
+    """The parameters of the history entry a terminal or back-to-pending write adds."""
+    return {"outcome": outcome, "error": error, "kept": ATTEMPTS_KEPT}
+
+
 # One statement claims the whole batch. Candidates are due pending jobs in claim order,
 # skipping a pending-scope follower whose key already has an active run, so the unique
 # index on active_slot never fires here. Each row gets its own random token.
@@ -264,7 +279,8 @@ def to_pending_or_supersede(
     try:
         cur = conn.execute(f"UPDATE {JOBS} SET {BACK_TO_PENDING}{extra} WHERE {fence}", params)
     except sqlite3.IntegrityError:
-        return "superseded" if set_terminal(conn, params, "superseded", fence=fence) else None
+        superseded = {**params, "outcome": "superseded"}
+        return "superseded" if set_terminal(conn, superseded, "superseded", fence=fence) else None
     return result if cur.rowcount == 1 else None
 
 
@@ -281,7 +297,7 @@ def complete_many(
     :func:`resolve_miss`)."""
     results: list[JobResult] = []
     for c in completions:
-        params = {"id": c.job_id, "token": c.token, "now": now}
+        params = {"id": c.job_id, "token": c.token, "now": now, **ending("completed")}
         if not complete(conn, params):
             results.append(resolve_miss(conn, c.job_id, c.token, "complete"))
             continue
@@ -296,6 +312,9 @@ def fail(
     reason: str,
     retry_at: int,
     exhausted: str = "retries-exhausted",
+    *,
+    error: str | None = None,
+    terminal_outcome: AttemptOutcome = "failed",
 ) -> ResultStatus | None:
     """Retry at ``retry_at`` while attempts remain, else fail with failure kind
     ``exhausted``; the attempt count is read under the write lock, so it cannot change in
@@ -308,8 +327,10 @@ def fail(
     values = {**params, "reason": reason, "retry_at": retry_at, "kind": exhausted}
     if row["attempts"] >= row["max_attempts"]:
         extra = ", fail_reason = :reason, failure_kind = :kind"
+        values.update(ending(terminal_outcome, error))
         return "failed-terminal" if set_terminal(conn, values, "failed", extra) else None
     extra = ", run_at = :retry_at, fail_reason = :reason"
+    values.update(ending("retry-scheduled", error))
     return to_pending_or_supersede(conn, values, extra, "retry-scheduled")
 
 
@@ -349,8 +370,10 @@ def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any])
     )
     if decision == "stall":
         values["reason"] = rules.STALLED_REASON
+        values.update(ending("stalled", rules.STALLED_REASON))
         extra = ", fail_reason = :reason, failure_kind = 'stalled'"
         return "stalled" if set_terminal(conn, values, "failed", extra, fence) else None
+    values.update(ending("lease-lost", rules.STALLED_REASON))
     extra = ", run_at = :now"
     if decision == "refund":
         extra += ", attempts = attempts - 1, unstarted_reaps = unstarted_reaps + 1"

@@ -1,0 +1,132 @@
+"""Per-type options of a declared job type: enqueue defaults, payload schema, dead-letter
+hook, and the flow-control settings kept for later. Pure: validation and merging only.
+
+``@durabl.job(...)`` and ``queue.process(type, handler, ...)`` build one
+:class:`TypeOptions` each; ``JobQueue.enqueue`` merges its :attr:`~TypeOptions.defaults`
+under the options of the call (:meth:`TypeOptions.enqueue_options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from durabl.model.clock import Seconds, to_seconds
+from durabl.model.job import Job
+from durabl.model.options import build_new_job, check_job_type
+from durabl.model.schema import PayloadSchema
+
+#: The enqueue options a declared type may set defaults for (None: not set).
+DEFAULTABLE_OPTIONS = (
+    "priority",
+    "max_attempts",
+    "dedupe_scope",
+    "backoff",
+    "backoff_delay",
+    "backoff_max_delay",
+)
+
+DeadLetterHook = Callable[[Job[Any]], object]
+ConcurrencyKey = str | Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class TypeOptions:
+    """What a process knows about one job type beyond its handler.
+
+    ``concurrency_key``, ``concurrency_limit`` and ``rate_limit`` are recorded with the
+    declaration for flow control; this release does not enforce them yet."""
+
+    type: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    schema: PayloadSchema | None = None
+    on_dead_letter: DeadLetterHook | None = None
+    concurrency_key: ConcurrencyKey | None = None
+    concurrency_limit: int | None = None
+    rate_limit: tuple[int, float] | None = None
+
+    def enqueue_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of one enqueue: ``given`` (its None values meaning "not given"),
+        the type's defaults under them; options neither sets are left out, so the
+        library-wide defaults apply."""
+        merged = {name: value for name, value in self.defaults.items()}
+        merged.update({name: value for name, value in given.items() if value is not None})
+        return merged
+
+    def stored_data(self, data: Any) -> Any:
+        """``data`` as an enqueue stores it: validated against the schema and dumped in
+        JSON mode when there is one (``PayloadValidationError`` otherwise), else as is."""
+        return data if self.schema is None else self.schema.to_stored(self.type, data)
+
+
+def given_options(**options: Any) -> dict[str, Any]:
+    """The options of a call that were given (not None)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def build_type_options(
+    type: str,
+    *,
+    schema: Any = None,
+    on_dead_letter: DeadLetterHook | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    dedupe_scope: str | None = None,
+    backoff: str | None = None,
+    backoff_delay: Seconds | None = None,
+    backoff_max_delay: Seconds | None = None,
+    concurrency_key: ConcurrencyKey | None = None,
+    concurrency_limit: int | None = None,
+    rate_limit: tuple[int, Seconds] | None = None,
+) -> TypeOptions:
+    """Check every per-type option (``ValueError``/``TypeError`` naming it) and build the
+    type's :class:`TypeOptions`. No I/O; a schema is adapted by pydantic here."""
+    check_job_type(type)
+    defaults = given_options(
+        priority=priority,
+        max_attempts=max_attempts,
+        dedupe_scope=dedupe_scope,
+        backoff=backoff,
+        backoff_delay=backoff_delay,
+        backoff_max_delay=backoff_max_delay,
+    )
+    build_new_job(type, None, **defaults)  # the defaults obey the enqueue rules
+    if on_dead_letter is not None and not callable(on_dead_letter):
+        raise TypeError(f"on_dead_letter must be callable(job), got {on_dead_letter!r}")
+    if concurrency_key is not None and not (
+        isinstance(concurrency_key, str) or callable(concurrency_key)
+    ):
+        raise TypeError(
+            f"concurrency_key must be a string or a callable(data) -> str | None, "
+            f"got {concurrency_key!r}"
+        )
+    if concurrency_limit is not None and (
+        isinstance(concurrency_limit, bool)
+        or not isinstance(concurrency_limit, int)
+        or concurrency_limit < 1
+    ):
+        raise ValueError(
+            f"concurrency_limit must be an int >= 1 or None, got {concurrency_limit!r}"
+        )
+    return TypeOptions(
+        type=type,
+        defaults=defaults,
+        schema=None if schema is None else PayloadSchema(schema),
+        on_dead_letter=on_dead_letter,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        rate_limit=None if rate_limit is None else _check_rate_limit(rate_limit),
+    )
+
+
+def _check_rate_limit(rate_limit: object) -> tuple[int, float]:
+    if not isinstance(rate_limit, tuple) or len(rate_limit) != 2:
+        raise ValueError(f"rate_limit must be a (limit, per_seconds) pair, got {rate_limit!r}")
+    limit, per = rate_limit
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"rate_limit's limit must be an int >= 1, got {limit!r}")
+    seconds = to_seconds(per, "rate_limit's period")
+    if seconds <= 0:
+        raise ValueError(f"rate_limit's period must be positive, got {per!r}")
+    return limit, seconds

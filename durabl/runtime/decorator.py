@@ -1,0 +1,132 @@
+"""``@durabl.job(type, ...)``: declare a handler and its per-type options.
+
+The decorator records a :class:`~durabl.runtime.declared.Declaration` in the process-wide
+registry and returns a :class:`DeclaredJob`: the handler, still callable as
+``handler(job, ctx)``, plus :meth:`DeclaredJob.enqueue` on the default queue. Nothing
+connects or starts; ``queue.process_declared()`` runs the declared types.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from durabl.model.abort import JobContext
+from durabl.model.clock import Seconds
+from durabl.model.declared import ConcurrencyKey, DeadLetterHook, build_type_options
+from durabl.model.job import Job
+from durabl.runtime.declared import Declaration, check_process_options, registry
+from durabl.runtime.globals import get_default_queue
+from durabl.runtime.run import Handler
+
+
+class DeclaredJob:
+    """A declared handler: call it as the handler itself; :meth:`enqueue` a job of its
+    type on the default queue (``durabl.get_default_queue()``)."""
+
+    def __init__(self, declaration: Declaration) -> None:
+        self.declaration = declaration
+        functools.update_wrapper(self, declaration.handler)
+
+    @property
+    def type(self) -> str:
+        return self.declaration.type
+
+    def __repr__(self) -> str:
+        return f"<declared job {self.type!r}: {self.declaration.origin}>"
+
+    def __call__(self, job: Job[Any], ctx: JobContext) -> object:
+        return self.declaration.handler(job, ctx)
+
+    def enqueue(
+        self,
+        data: Any,
+        *,
+        priority: int | None = None,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_scope: str | None = None,
+        coalesce: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        connection: object | None = None,
+    ) -> str | None:
+        """``get_default_queue().enqueue(type, data, **options)``: the new job's id, or
+        None when its dedupe slot is taken. The type's declared defaults apply."""
+        return get_default_queue().enqueue(
+            self.type,
+            data,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            connection=connection,
+        )
+
+
+def job(
+    type: str,
+    *,
+    concurrency: int = 1,
+    poll_interval: Seconds | None = None,
+    heartbeat_interval: Seconds | None = None,
+    max_attempts: int | None = None,
+    priority: int | None = None,
+    dedupe_scope: str | None = None,
+    backoff: str | None = None,
+    backoff_delay: Seconds | None = None,
+    backoff_max_delay: Seconds | None = None,
+    schema: Any = None,
+    on_dead_letter: DeadLetterHook | None = None,
+    concurrency_key: ConcurrencyKey | None = None,
+    concurrency_limit: int | None = None,
+    rate_limit: tuple[int, Seconds] | None = None,
+) -> Callable[[Handler], DeclaredJob]:
+    """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
+
+    ``concurrency``, ``poll_interval``, ``heartbeat_interval``: how
+    ``queue.process_declared()`` runs it. ``max_attempts``, ``priority``,
+    ``dedupe_scope``, ``backoff*``: defaults for every enqueue of the type in this process,
+    overridable per call. ``schema``: what pydantic validates the payload against, at
+    enqueue and at run. ``on_dead_letter(job)``: called once per terminal failure.
+    ``concurrency_key``, ``concurrency_limit``, ``rate_limit``: recorded for flow control
+    (not enforced yet). Every option is checked here; nothing connects or starts."""
+    check_process_options(concurrency, poll_interval, heartbeat_interval)
+    options = build_type_options(
+        type,
+        schema=schema,
+        on_dead_letter=on_dead_letter,
+        priority=priority,
+        max_attempts=max_attempts,
+        dedupe_scope=dedupe_scope,
+        backoff=backoff,
+        backoff_delay=backoff_delay,
+        backoff_max_delay=backoff_max_delay,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        rate_limit=rate_limit,
+    )
+
+    def declare(handler: Handler) -> DeclaredJob:
+        if not callable(handler):
+            raise TypeError(f"@durabl.job({type!r}) must decorate a callable, got {handler!r}")
+        if isinstance(handler, DeclaredJob):
+            handler = handler.declaration.handler
+        declaration = Declaration(
+            type, handler, options, concurrency, poll_interval, heartbeat_interval
+        )
+        registry.add(declaration)
+        return DeclaredJob(declaration)
+
+    return declare
