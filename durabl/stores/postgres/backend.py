@@ -53,6 +53,7 @@ from durabl.stores.postgres.connection import (
     redact_url,
     run_in_caller_transaction,
     store_options,
+    with_connect_timeout,
 )
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
 from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries, order_by
@@ -162,8 +163,9 @@ class PostgresJobQueue(StoreBase):
         return f"PostgresJobQueue({where!r}, table={self.table!r})"
 
     #: Keywords :meth:`from_url` takes beside the URL: the URL's own store options, the
-    #: clock (tests) and ``enqueue_connection`` (Django's ``django://`` URLs).
-    URL_OPTIONS = frozenset({"clock", "enqueue_connection", *STORE_OPTIONS})
+    #: clock (tests), ``enqueue_connection`` (Django's ``django://`` URLs) and
+    #: ``connect_timeout`` (seconds: libpq's, unless the URL sets its own).
+    URL_OPTIONS = frozenset({"clock", "enqueue_connection", "connect_timeout", *STORE_OPTIONS})
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresJobQueue:
@@ -175,6 +177,9 @@ class PostgresJobQueue(StoreBase):
         unknown = set(options) - cls.URL_OPTIONS
         if unknown:
             raise ValueError(f"postgresql:// URLs take no options {sorted(unknown)}")
+        timeout = options.pop("connect_timeout", None)
+        if timeout is not None:
+            url = with_connect_timeout(url, timeout)
         _, query = parse_url(url)
         merged = store_options(query)
         return cls(url, **{**merged, **options})

@@ -20,6 +20,7 @@ missing permissions) or a :class:`~durabl.model.exceptions.DurablError`.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -72,6 +73,19 @@ def redact_url(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def with_connect_timeout(url: str, seconds: float) -> str:
+    """``url`` with libpq's ``connect_timeout`` set to ``seconds`` (rounded up; libpq's
+    least is 2), unless the URL already sets one: the URL's own setting wins."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValueError(f"connect_timeout must be a positive number of seconds, got {seconds!r}")
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k == "connect_timeout" for k, _ in query):
+        return url
+    query.append(("connect_timeout", str(max(2, math.ceil(seconds)))))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:
