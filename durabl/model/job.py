@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from durabl.model import backoff as _backoff
@@ -24,6 +24,13 @@ __all__ = [
     "DEDUPE_SCOPES",
     "ResultStatus",
     "LogEntry",
+    "AttemptOutcome",
+    "ATTEMPT_OUTCOMES",
+    "ATTEMPTS_KEPT",
+    "Attempt",
+    "attempt_error",
+    "add_attempt",
+    "attempt_from_record",
     "JournalRecord",
     "Job",
     "JobResult",
@@ -44,6 +51,7 @@ __all__ = [
     "QueueHealth",
     "JobEvent",
     "job_from_fields",
+    "with_lease",
     "handle_for",
 ]
 
@@ -95,6 +103,79 @@ class LogEntry:
     message: str
 
 
+AttemptOutcome = Literal[
+    "completed",
+    "retry-scheduled",
+    "failed",
+    "lease-lost",
+    "released",
+    "stalled",
+    "cancelled",
+    "superseded",
+    "invalid-payload",
+]
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
+    "completed",
+    "retry-scheduled",
+    "failed",
+    "lease-lost",
+    "released",
+    "stalled",
+    "cancelled",
+    "superseded",
+    "invalid-payload",
+)
+#: How many attempts a job's history keeps (the newest).
+ATTEMPTS_KEPT = 25
+#: The longest one-line error an attempt keeps, in characters.
+ATTEMPT_ERROR_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One claim of a job and how it ended (:attr:`Job.attempt_history`). ``number`` is the
+    job's attempt count during the claim (a released claim gives its attempt back, so the
+    next one has the same number); ``worker`` the claiming process's lease owner; ``error``
+    a one-line summary of the failure (the full text stays in :attr:`Job.fail_reason`)."""
+
+    number: int
+    worker: str | None
+    started_at: datetime | None
+    ended_at: datetime
+    outcome: AttemptOutcome
+    error: str | None = None
+
+
+def attempt_error(reason: str | None) -> str | None:
+    """The one-line summary of a failure reason that an attempt keeps: its first non-blank
+    line (``Type: message`` for a handler's exception), clipped."""
+    if not reason:
+        return None
+    line = next((ln.strip() for ln in reason.splitlines() if ln.strip()), "")
+    if len(line) > ATTEMPT_ERROR_CHARS:
+        line = line[: ATTEMPT_ERROR_CHARS - 1] + "\u2026"
+    return line or None
+
+
+def add_attempt(history: Sequence[Attempt], attempt: Attempt) -> tuple[Attempt, ...]:
+    """``history`` with ``attempt`` appended, the oldest dropped past ATTEMPTS_KEPT."""
+    return (*history, attempt)[-ATTEMPTS_KEPT:]
+
+
+def attempt_from_record(record: Mapping[str, Any], instant: Callable[[Any], datetime]) -> Attempt:
+    """An attempt as the stores keep it (keys ``n``, ``w``, ``s``, ``e``, ``o``, ``x``;
+    ``instant`` reads the store's instants) back as an :class:`Attempt`."""
+    started = record.get("s")
+    return Attempt(
+        number=int(record.get("n") or 0),
+        worker=record.get("w"),
+        started_at=None if started is None else instant(started),
+        ended_at=instant(record["e"]),
+        outcome=record["o"],
+        error=record.get("x"),
+    )
+
+
 JournalRecord = Mapping[str, Any]
 """One entry of an orchestration journal: a dict of portable values (see
 :mod:`durabl.model.payload`). Stores keep entries opaque and in order; :mod:`durabl.orchestrator`
@@ -125,6 +206,14 @@ class Job(Generic[T]):
     backoff_max_delay: float = 300.0
     #: The orchestration journal stored on the job, in append order (empty for plain jobs).
     journal: tuple[JournalRecord, ...] = field(default=(), repr=False)
+    #: How each claim ended, oldest first (the last ATTEMPTS_KEPT).
+    attempt_history: tuple[Attempt, ...] = field(default=(), repr=False)
+    #: While active: the claiming process's lease owner, its last heartbeat (the claim
+    #: counts as one), and when its lease runs out: the last heartbeat plus the queue's
+    #: visibility timeout (filled in by the :class:`durabl.JobQueue` that read the job).
+    worker: str | None = None
+    heartbeat_at: datetime | None = None
+    lease_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -395,6 +484,17 @@ def job_from_fields(values: dict[str, Any]) -> Job[Any]:
     job: Job[Any] = object.__new__(Job)
     job.__dict__.update(values)
     return job
+
+
+def with_lease(job: Job[T], visibility_timeout: float) -> Job[T]:
+    """``job`` with :attr:`Job.lease_expires_at` set from its last heartbeat (active jobs
+    only; any other job is returned as it is)."""
+    if job.status != "active" or job.heartbeat_at is None:
+        return job
+    expires = job.heartbeat_at + timedelta(seconds=visibility_timeout)
+    values = {name: getattr(job, name) for name in _job_fields()}
+    values["lease_expires_at"] = expires
+    return job_from_fields(values)
 
 
 def handle_for(job: Job[T], claim_token: str, backend: FencedWrites) -> JobHandle[T]:

@@ -26,6 +26,7 @@ from durabl.model.job import (
     QueueStats,
     ReapReport,
     StartReaperResult,
+    with_lease,
 )
 from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
@@ -421,7 +422,9 @@ class JobQueue:
         return self._ready().has_outstanding(type, dedupe_key)
 
     def get_job(self, job_id: str) -> Job[Any] | None:
-        return self._ready().get_job(job_id)
+        """The job, or None; an active one with its ``lease_expires_at``."""
+        job = self._ready().get_job(job_id)
+        return None if job is None else with_lease(job, self.visibility_timeout)
 
     def list_failed(
         self,
@@ -437,7 +440,8 @@ class JobQueue:
 
     def list_jobs(self, **filters: Any) -> list[Job[Any]]:
         """Jobs by ``status``, ``type``, ``failure_kind``, ``search``; ``limit``/``offset``."""
-        return self._ready().list_jobs(**filters)
+        jobs = self._ready().list_jobs(**filters)
+        return [with_lease(job, self.visibility_timeout) for job in jobs]
 
     def count_jobs(self, **filters: Any) -> int:
         return self._ready().count_jobs(**filters)
