@@ -30,6 +30,19 @@ def test_from_url_reads_the_store_options_and_passes_the_rest_to_libpq() -> None
     assert "pw" not in repr(store)
 
 
+def test_connect_timeout_is_taken_like_every_store_and_the_url_wins() -> None:
+    def timeout_of(store: PostgresJobQueue) -> str:
+        conninfo, _ = parse_url(store.url or "")
+        return psycopg.conninfo.conninfo_to_dict(conninfo)["connect_timeout"]
+
+    assert timeout_of(PostgresJobQueue.from_url("postgresql://h/db", connect_timeout=7.2)) == "8"
+    assert timeout_of(PostgresJobQueue.from_url("postgresql://h/db", connect_timeout=0.5)) == "2"
+    given = PostgresJobQueue.from_url("postgresql://h/db?connect_timeout=9", connect_timeout=3)
+    assert timeout_of(given) == "9"
+    with pytest.raises(ValueError, match="connect_timeout"):
+        PostgresJobQueue.from_url("postgresql://h/db", connect_timeout=0)
+
+
 @pytest.mark.parametrize(
     "url", ["mysql://h/db", "postgresql://h:notaport/db", "postgresql://h/db#frag", "nourl"]
 )
