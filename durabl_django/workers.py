@@ -153,7 +153,21 @@ class Runner:
 
         self.queue.on_job_event = count_then_forward
         self.queue.startup()
+        self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
+        for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's
+            self._durabl_handlers[sig] = signal.signal(sig, self._on_signal)
+        # Announced before any job can run, so its log lines come after this one.
+        line = startup_line(self.specs, reaper=self.reaper, scheduler=self.scheduler)
+        self.stdout.write(line + "\n")
+        self.stdout.flush()
         self.queue.add_run_hook(fresh_connections)
+        if self.queue.draining is None:  # no signal yet
+            self._start_processing()
+        else:  # a signal reached durabl's handler before ours
+            self._signalled = True
+            self._watch_drain()
+
+    def _start_processing(self) -> None:
         for spec in self.specs:
             self.queue.process(
                 spec.type,
@@ -166,15 +180,6 @@ class Runner:
             self.queue.start_reaper()
         if self.scheduler:
             self.queue.start_scheduler()
-        self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
-        for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's
-            self._durabl_handlers[sig] = signal.signal(sig, self._on_signal)
-        if self.queue.draining is not None:  # a signal reached durabl's handler before ours
-            self._signalled = True
-            self._watch_drain()
-        line = startup_line(self.specs, reaper=self.reaper, scheduler=self.scheduler)
-        self.stdout.write(line + "\n")
-        self.stdout.flush()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._signalled:

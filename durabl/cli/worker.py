@@ -130,10 +130,15 @@ def select_types(known: list[str], wanted: list[str] | None, modules: list[str])
     return list(dict.fromkeys(wanted))
 
 
-def start_processing(queue: JobQueue, types: list[str], concurrency: int | None) -> dict[str, int]:
-    """Start each type's processor; its concurrency by type."""
+def planned_concurrency(types: list[str], concurrency: int | None) -> dict[str, int]:
+    """Each type's worker threads: ``--concurrency`` or the declared concurrency."""
     _, registry = declared()
-    started: dict[str, int] = {}
+    return {name: concurrency or registry.get(name).concurrency for name in types}
+
+
+def start_processing(queue: JobQueue, types: list[str], concurrency: int | None) -> None:
+    """Start each type's processor."""
+    _, registry = declared()
     if concurrency is None:
         queue.process_declared(types)
     for name in types:
@@ -146,8 +151,6 @@ def start_processing(queue: JobQueue, types: list[str], concurrency: int | None)
                 poll_interval=declaration.poll_interval,
                 heartbeat_interval=declaration.heartbeat_interval,
             )
-        started[name] = concurrency or declaration.concurrency
-    return started
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -166,7 +169,13 @@ def run_worker(args: argparse.Namespace) -> int:
             metrics_module.serve(args.metrics_port)
         try:
             queue.startup()
-            started = start_processing(queue, types, args.concurrency)
+            # Announced before any job can run, so its log lines come after this one.
+            concurrency = planned_concurrency(types, args.concurrency)
+            port = args.metrics_port if metrics else None
+            worker = Worker(queue, args.shutdown_timeout, out=out, err=sys.stderr)
+            worker.install()
+            print(startup_line(url, concurrency, args, metrics_port=port), file=out, flush=True)
+            start_processing(queue, types, args.concurrency)
             if not args.no_reaper:
                 queue.start_reaper()
             if not args.no_scheduler:
@@ -175,13 +184,8 @@ def run_worker(args: argparse.Namespace) -> int:
             queue.shutdown(timeout=0)
             queue.backend.close()
             raise
-    print(
-        startup_line(url, started, args, metrics_port=args.metrics_port if metrics else None),
-        file=out,
-        flush=True,
-    )
     try:
-        return Worker(queue, args.shutdown_timeout, out=out, err=sys.stderr).wait()
+        return worker.wait()
     finally:
         queue.backend.close()
 
@@ -221,6 +225,7 @@ class Worker:
         self.signalled = threading.Event()
         self.drained = threading.Event()
         self.released = 0
+        self.previous: dict[int, Any] = {}
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signalled.is_set():
@@ -252,8 +257,12 @@ class Worker:
         finally:
             self.drained.set()
 
+    def install(self) -> None:
+        """Take over SIGTERM/SIGINT (restored by :meth:`wait`)."""
+        self.previous = {sig: signal.signal(sig, self.on_signal) for sig in SIGNALS}
+
     def wait(self) -> int:
-        previous = {sig: signal.signal(sig, self.on_signal) for sig in SIGNALS}
+        """Block until a signal, drain, restore the signals; the exit code."""
         sink = self.queue.on_job_event
 
         def count_then_forward(event: Any) -> None:
@@ -270,7 +279,7 @@ class Worker:
             while not self.drained.wait(DRAIN_REPORT_EVERY):
                 self.report_waiting(time.monotonic() - started)
         finally:
-            for sig, handler in previous.items():
+            for sig, handler in self.previous.items():
                 signal.signal(sig, handler)
         if self.released:
             print(

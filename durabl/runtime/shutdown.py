@@ -118,10 +118,11 @@ class Drain:
         for run in self.runs.snapshot():
             result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
             if result is not None:
+                outcome = "" if result.status == "released" else f" ({result.status})"
                 logger.warning(
-                    "shutdown released job %s (%s) after the %.1fs grace period",
+                    "shutdown released job %s%s after the %.1fs grace period",
                     run.job_id,
-                    result.status,
+                    outcome,
                     timeout,
                     extra={"job_id": run.job_id, "type": run.handle.type},
                 )
@@ -172,7 +173,8 @@ def install_signal_handlers(
         if not drain.begin():
             logger.warning("signal %d received again; the drain is already under way", signum)
             return
-        logger.info("signal %d received: draining (timeout %.1fs)", signum, timeout)
+        # debug: the command that installed the handlers announces the drain its own way
+        logger.debug("signal %d received: draining (timeout %.1fs)", signum, timeout)
         # The handler only starts the drain; a non-daemon thread does the work, so the
         # process lives until it is done.
         threading.Thread(

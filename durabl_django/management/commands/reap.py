@@ -46,6 +46,8 @@ class Command(BaseCommand):
         except DurablError as exc:
             raise CommandError(f"reap failed on {backend!r}: {exc}") from exc
         total = recovered + stalled + superseded
+        if options["verbosity"] < 1:  # -v 0: a cron job mails nothing when all went well
+            return
         self.stdout.write(
             f"reaped {total} job(s) with a lease older than {timeout:g} s: "
             f"{recovered} pending again, {stalled} failed as stalled, {superseded} superseded"

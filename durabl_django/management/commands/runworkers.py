@@ -14,6 +14,14 @@ from durabl_django.schedules import declare_schedules
 from durabl_django.workers import Runner, declared_jobs, select
 
 
+def configured_shutdown_timeout() -> str:
+    """The setting's value for ``--help`` (a broken setting is reported by the checks)."""
+    try:
+        return f"{durabl_settings.seconds('SHUTDOWN_TIMEOUT'):g} s"
+    except (ImproperlyConfigured, TypeError, ValueError):
+        return "not a valid duration"
+
+
 class Command(BaseCommand):
     help = (
         "Run the job handlers declared with @durabl_django.job (and the queues of "
@@ -52,7 +60,7 @@ class Command(BaseCommand):
             type=positive_seconds_arg,
             metavar="S",
             help="seconds running jobs get to finish after a signal "
-            "(default: DURABL['SHUTDOWN_TIMEOUT'], 30)",
+            f"(default: DURABL['SHUTDOWN_TIMEOUT'], now {configured_shutdown_timeout()})",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
