@@ -10,6 +10,7 @@ from typing import Any
 from durabl.model import backoff as _backoff
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import DocumentTooLargeError
+from durabl.model.flow import check_concurrency
 from durabl.model.job import DEDUPE_SCOPES, DedupeScope
 from durabl.model.payload import check_payload
 
@@ -65,6 +66,10 @@ class NewJob:
     dedupe_scope: DedupeScope
     coalesce: str | None
     backoff: BackoffPolicy
+    #: Flow control (durabl.model.flow): at most ``concurrency_limit`` active jobs hold
+    #: ``concurrency_key`` at once; both None for a job without a key.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
     @property
     def scope_for_store(self) -> DedupeScope | None:
@@ -133,6 +138,8 @@ def build_new_job(
     backoff: str = DEFAULT_BACKOFF,
     backoff_delay: Seconds = DEFAULT_BACKOFF_DELAY,
     backoff_max_delay: Seconds = DEFAULT_BACKOFF_MAX_DELAY,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
     now: datetime | None = None,
 ) -> NewJob:
     """Validate every enqueue option; raise before anything is written.
@@ -165,6 +172,9 @@ def build_new_job(
     if dedupe_key is not None:
         check_dedupe_key(dedupe_key)
         size += 2 * len(dedupe_key.encode("utf-8", "replace"))  # the key and its slot
+    key, key_limit = check_concurrency(concurrency_key, concurrency_limit)
+    if key is not None:
+        size += len(key.encode("utf-8", "replace"))
     check_payload_size(type, size + len(type.encode("utf-8", "replace")))
     if dedupe_scope not in DEDUPE_SCOPES:
         raise ValueError(f"dedupe_scope must be one of {DEDUPE_SCOPES}, got {dedupe_scope!r}")
@@ -206,6 +216,8 @@ def build_new_job(
         dedupe_scope=dedupe_scope,
         coalesce=coalesce,
         backoff=policy,
+        concurrency_key=key,
+        concurrency_limit=key_limit,
     )
 
 

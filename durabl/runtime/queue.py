@@ -17,6 +17,7 @@ from durabl.model.declared import (
     build_type_options,
     given_options,
 )
+from durabl.model.flow import RateLimit
 from durabl.model.job import (
     FailureKind,
     Job,
@@ -174,6 +175,8 @@ class JobQueue:
         backoff: str | None = None,
         backoff_delay: Seconds | None = None,
         backoff_max_delay: Seconds | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
         connection: object | None = None,
     ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
@@ -207,6 +210,8 @@ class JobQueue:
             run_at=run_at,
             dedupe_key=dedupe_key,
             coalesce=coalesce,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
             now=backend.now() if delay else None,
         )
         if connection is not None:  # workers learn of it at the caller's commit
@@ -458,6 +463,17 @@ class JobQueue:
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not running."""
         return self._ready().delete(job_id)
+
+    # -- flow control (durabl.model.flow; docs/flow-control.md) ---------------------------
+    def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
+        """At most ``limit`` jobs of ``type`` start in each window of ``per`` seconds
+        (windows aligned to the epoch), across every process using this store; kept in
+        the store. ``limit=None`` removes the type's limit."""
+        self._ready().set_rate_limit(type, limit, per)
+
+    def get_rate_limit(self, type: str) -> RateLimit | None:
+        """The stored rate limit of ``type`` (``.limit``, ``.per``), or None."""
+        return self._ready().get_rate_limit(type)
 
     def get_stats(self, type: str | None = None) -> QueueStats:
         return self._ready().get_stats(type)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from durabl.model.clock import SYSTEM_CLOCK, Clock
+from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
+from durabl.model.flow import RateLimit, check_rate_limit
 from durabl.model.job import (
     AttemptOutcome,
     FailureKind,
@@ -31,7 +32,7 @@ from durabl.model.job import (
     ReapReport,
     attempt_error,
 )
-from durabl.model.options import NewJob, clip_reason
+from durabl.model.options import NewJob, check_job_type, clip_reason
 from durabl.model.rules import JobOrder, check_page, job_filter, job_order
 from durabl.model.schedule import Schedule
 
@@ -250,6 +251,15 @@ class Backend(FencedWrites, Protocol):
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
 
+    # -- flow control (the rules are durabl.model.flow's; see docs/flow-control.md) -----
+    def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
+        """Store the rate limit of ``type`` (at most ``limit`` claims in each window of
+        ``per`` seconds, aligned to the epoch; every claim counts one start); ``limit``
+        None removes it. Checked before anything is written."""
+
+    def get_rate_limit(self, type: str) -> RateLimit | None:
+        """The stored rate limit of ``type``, or None."""
+
     # -- schedules (the rules are durabl.model.schedule's; see docs/schedules.md) ------
     #: True when the store keeps schedules (the four shipped stores do).
     supports_schedules: bool
@@ -319,6 +329,27 @@ class StoreBase(ABC):
         transaction open on it (check the connection: a wrong type is a ``TypeError``, a
         closed or unusable one a ``ValueError``)."""
         raise NotImplementedError(f"{type(self).__name__} declares no transactional enqueue")
+
+    # -- flow control: the checks once; each store keeps the limit (and counts claims) --
+    def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
+        """See :meth:`Backend.set_rate_limit`."""
+        check_job_type(type)
+        self.write_rate_limit(type, check_rate_limit(limit, per))
+
+    def get_rate_limit(self, type: str) -> RateLimit | None:
+        """See :meth:`Backend.get_rate_limit`."""
+        check_job_type(type)
+        return self.read_rate_limit(type)
+
+    def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
+        """Store (None: remove) the checked rate limit of ``type``. Claims of the type
+        then start at most ``rate.limit`` jobs per window, counted atomically with the
+        claim across processes, with no write while the window is full."""
+        raise NotImplementedError(f"{self.__class__.__name__} keeps no rate limits")
+
+    def read_rate_limit(self, type: str) -> RateLimit | None:
+        """The stored rate limit of ``type``."""
+        raise NotImplementedError(f"{self.__class__.__name__} keeps no rate limits")
 
     # -- schedules: stores that keep them override these four and set the flag ---------
     supports_schedules: bool = False

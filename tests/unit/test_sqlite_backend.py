@@ -38,7 +38,7 @@ from durabl import (
 from durabl.model.job import JobResult
 from durabl.model.options import RECEIPTS_KEPT, build_new_job
 from durabl.model.payload import INT64_MAX, INT64_MIN
-from durabl.stores.sqlite import codec, schema
+from durabl.stores.sqlite import codec, schema, writes
 from durabl.testing import FakeClock, wait_until
 from tests.conftest import make_mongomock_backend
 
@@ -94,7 +94,7 @@ def test_startup_creates_the_versioned_schema_with_its_indexes(store: SqliteJobQ
     with raw(store.path) as conn:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         version = conn.execute("SELECT value FROM durabl_meta WHERE key = 'schema_version'")
-        assert int(version.fetchone()[0]) == schema.latest_version() == 4
+        assert int(version.fetchone()[0]) == schema.latest_version() == 6
         assert "durabl_schedules" in names
         partial = dict(
             conn.execute(
@@ -183,25 +183,35 @@ def test_a_version_1_file_upgrades_and_keeps_its_jobs_and_receipts(
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
         old = SqliteJobQueue(path, clock=clock)
-        done, waiting = add(old, data={"n": 1}), add(old, data={"n": 2})
-        (handle,) = old.claim("t", limit=1)
-        assert handle.id == done
+        old.startup()
         old.close()
-    with raw(path) as conn:  # what release 1's complete() wrote
+    token = "release-1-token"
+    with raw(path) as conn:  # the rows release 1 wrote: two jobs, one completed
+        v1_columns = {r[1] for r in conn.execute("PRAGMA table_info(durabl_jobs)")}
+        now = codec.to_ms(clock.now())
+        rows = [writes.new_row(build_new_job("t", {"n": n}), now + n) for n in (1, 2)]
+        for row in rows:
+            row = {k: v for k, v in row.items() if k in v1_columns}
+            conn.execute(
+                f"INSERT INTO durabl_jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                tuple(row.values()),
+            )
+        done, waiting = rows[0]["id"], rows[1]["id"]
         conn.execute(
-            "UPDATE durabl_jobs SET status = 'completed', claim_token = NULL, "
+            "UPDATE durabl_jobs SET status = 'completed', attempts = 1, "
             "finished_at = updated_at WHERE id = ?",
             (done,),
         )
         conn.execute(
             "INSERT INTO durabl_receipts (job_id, token, op, result, n) "
             "VALUES (?, ?, 'complete', 'completed', 1)",
-            (done, handle.claim_token),
+            (done, token),
         )
+    clock.advance(1)
     new = SqliteJobQueue(path, clock=clock)
     try:
         # A completion repeated across the upgrade is still answered from its receipt.
-        assert new.complete(done, handle.claim_token) == "completed"
+        assert new.complete(done, token) == "completed"
         assert new.complete(done, "another-token") == JobResult("already-terminal", "completed")
         (later,) = new.claim("t", limit=5)
         assert later.id == waiting and later.data == {"n": 2}
@@ -534,7 +544,9 @@ def test_a_batch_claim_is_one_statement_and_returns_claim_order(
     assert all(
         s.lstrip().upper().startswith(("BEGIN", "SELECT", "COMMIT")) for s in statements[:begin]
     )
-    assert [s for s in statements if "UPDATE" in s.upper()] == [statements[begin + 1]]
+    # (The claim reads the type's rate limit first: flow control, durabl.model.flow.)
+    after = [s for s in statements[begin + 1 :] if "durabl_rate_limits" not in s]
+    assert [s for s in statements if "UPDATE" in s.upper()] == [after[0]]
     assert statements[-1] == "COMMIT"
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
+from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
 from durabl.model.job import (
     HeartbeatResult,
     Job,
@@ -66,6 +67,8 @@ class MemoryBackend(StoreBase):
         self.clock = clock or SYSTEM_CLOCK
         self.clock_skew_allowance = float(clock_skew_allowance)
         self._store = MemoryStore()
+        self._rates: dict[str, RateLimit] = {}
+        self._starts: dict[str, tuple[datetime, int]] = {}  # type -> (window, claims in it)
         self._schedules = MemorySchedules(self._store.lock)
 
     def __repr__(self) -> str:
@@ -131,12 +134,16 @@ class MemoryBackend(StoreBase):
                 rec = self._store.jobs[enq.job_id]
                 if not self._store.can_move(rec, "active"):
                     return InlineClaimResult(None, enq.job_id)  # a follower of the active run
+                if not self._store.key_allows(rec, self._store.active_per_key()):
+                    return InlineClaimResult(None, enq.job_id)  # waits for its key
                 return InlineClaimResult(self._claim_record(rec, now, lease_owner))
             if job.dedupe_key is not None:
                 self._store.check_scope(job.dedupe_key, job.dedupe_scope)
                 if job.dedupe_key in self._store.live:
                     return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
             rec = self._store.add(job, now)
+            if not self._store.key_allows(rec, self._store.active_per_key()):
+                return InlineClaimResult(None, rec.id)  # pending until its key has room
             return InlineClaimResult(self._claim_record(rec, now, lease_owner))
 
     # -- claiming -------------------------------------------------------------------------
@@ -162,13 +169,46 @@ class MemoryBackend(StoreBase):
                 if r.status == "pending" and r.type == type and r.run_at <= now
             ]
             claimed: list[JobHandle[Any]] = []
+            limit = min(limit, self._rate_allowance(type, now))
+            active = self._store.active_per_key()
             for rec in sorted(due, key=Record.order):
                 if len(claimed) >= limit:
                     break
-                if self._store.can_move(rec, "active"):  # else: a follower behind an active run
+                if self._store.can_move(rec, "active") and self._store.key_allows(rec, active):
+                    # (else a follower behind an active run, or its key has its limit)
                     reserve = starting is not None and len(claimed) >= starting
                     claimed.append(self._claim_record(rec, now, lease_owner, reserve))
+            self._count_starts(type, now, len(claimed))
             return claimed
+
+    def _rate_allowance(self, type: str, now: datetime) -> int:
+        """How many jobs of ``type`` may start now (counted as claimed by the caller)."""
+        rate = self._rates.get(type)
+        if rate is None:
+            return MAX_RATE_LIMIT
+        window = rate.window_start(now)
+        started = self._starts.get(type)
+        return rate.allowance(started[1] if started and started[0] == window else 0)
+
+    def _count_starts(self, type: str, now: datetime, count: int) -> None:
+        rate = self._rates.get(type)
+        if rate is None or not count:
+            return
+        window = rate.window_start(now)
+        started = self._starts.get(type)
+        before = started[1] if started and started[0] == window else 0
+        self._starts[type] = (window, before + count)
+
+    def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
+        with self._store.lock:
+            if rate is None:
+                self._rates.pop(type, None)
+            else:
+                self._rates[type] = rate
+
+    def read_rate_limit(self, type: str) -> RateLimit | None:
+        with self._store.lock:
+            return self._rates.get(type)
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         with self._store.lock:
@@ -195,6 +235,8 @@ class MemoryBackend(StoreBase):
                 return None
             rec = min(due, key=Record.order)
             if not self._store.can_move(rec, "active"):
+                return None
+            if not self._store.key_allows(rec, self._store.active_per_key()):
                 return None
             return self._claim_record(rec, now, lease_owner)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -80,6 +80,9 @@ class Record:
     #: Claimed ahead of a free worker, its start not recorded yet (see durabl.model.rules).
     reserved: bool = False
     unstarted_reaps: int = 0
+    #: Flow control: at most ``concurrency_limit`` active records hold this key.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
     receipts: deque[tuple[str, str, ResultStatus]] = field(
         default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
@@ -150,6 +153,24 @@ class MemoryStore:
         if status in _TERMINAL:
             rec.finished_at = now
 
+    def active_per_key(self) -> Counter[str]:
+        """How many active records hold each concurrency key."""
+        return Counter(
+            r.concurrency_key
+            for r in self.jobs.values()
+            if r.status == "active" and r.concurrency_key is not None
+        )
+
+    @staticmethod
+    def key_allows(rec: Record, active: Counter[str]) -> bool:
+        """Whether ``rec`` may become active beside ``active``; counts it in if so."""
+        if rec.concurrency_key is None:
+            return True
+        if active[rec.concurrency_key] >= (rec.concurrency_limit or 1):
+            return False
+        active[rec.concurrency_key] += 1
+        return True
+
     def check_scope(self, key: str, scope: DedupeScope) -> None:
         """Raise when ``key`` has a live job under the other scope."""
         if scope == "pending+active":
@@ -199,6 +220,8 @@ class MemoryStore:
             backoff=job.backoff.kind,
             backoff_delay=job.backoff.delay,
             backoff_max_delay=job.backoff.max_delay,
+            concurrency_key=job.concurrency_key,
+            concurrency_limit=job.concurrency_limit,
         )
         self.jobs[rec.id] = rec
         slots = self.slots(rec.dedupe_scope, "pending")

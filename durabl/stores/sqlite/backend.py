@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
+from durabl.model.flow import RateLimit
 from durabl.model.job import (
     HeartbeatResult,
     Job,
@@ -45,7 +46,7 @@ from durabl.stores.base import (
     SchemaVersion,
     StoreBase,
 )
-from durabl.stores.sqlite import codec, queries, schedules, schema, writes
+from durabl.stores.sqlite import codec, queries, rates, schedules, schema, writes
 from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
 from durabl.stores.sqlite.queries import JOBS
 from durabl.stores.sqlite.watch import ChangeWatcher
@@ -245,7 +246,9 @@ class SqliteJobQueue(StoreBase):
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_ms()
         row = writes.new_row(job, now)
-        if job.dedupe_key is not None and job.dedupe_scope == "pending":
+        if job.concurrency_key is not None or (
+            job.dedupe_key is not None and job.dedupe_scope == "pending"
+        ):
 
             def follow(conn: sqlite3.Connection) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
@@ -340,6 +343,11 @@ class SqliteJobQueue(StoreBase):
         owner: str,
         starting: int | None,
     ) -> list[JobHandle[Any]]:
+        rate = rates.allowance(conn, params["type"], now)
+        if rate is not None:
+            limit = min(limit, rate[1])
+            if not limit:
+                return []  # the window is full: nothing written until the next one
         first = limit if starting is None else min(starting, limit)
         handles = (
             self._claim_in(conn, writes.DUE_OF_TYPE, params, first, now, owner) if first else []
@@ -347,7 +355,16 @@ class SqliteJobQueue(StoreBase):
         if len(handles) == first < limit:
             ahead = limit - first
             handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, now, owner, True)
+        if rate is not None and handles:
+            rates.count(conn, params["type"], rate[0], now, len(handles))
         return handles
+
+    # -- flow control (durabl.stores.sqlite.rates) --------------------------------------
+    def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
+        self._write("set_rate_limit", lambda conn: rates.write(conn, type, rate))
+
+    def read_rate_limit(self, type: str) -> RateLimit | None:
+        return self._read("get_rate_limit", lambda conn: rates.read(conn, type))
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         """One statement (one transaction) for every claim in ``claims``."""

@@ -19,6 +19,7 @@ JOBS_TABLE = "durabl_jobs"
 LOGS_TABLE = "durabl_logs"
 RECEIPTS_TABLE = "durabl_receipts"
 SCHEDULES_TABLE = "durabl_schedules"
+RATE_LIMITS_TABLE = "durabl_rate_limits"
 VERSION_KEY = "schema_version"
 
 
@@ -137,6 +138,29 @@ def _add_job_record(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN result TEXT")
 
 
+def _add_flow_control(conn: sqlite3.Connection) -> None:
+    """Flow control (:mod:`durabl.model.flow`): a job's concurrency key and limit, an index
+    to count a key's active and waiting jobs, and each rate-limited type's limit with the
+    claims counted in its current window."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN concurrency_key TEXT")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN concurrency_limit INTEGER")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_concurrency ON {JOBS_TABLE}"
+        "(concurrency_key, status, type, priority, run_at, seq) WHERE concurrency_key IS NOT NULL"
+    )
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {RATE_LIMITS_TABLE} (
+            type TEXT PRIMARY KEY,
+            max_starts INTEGER NOT NULL,
+            per_ms INTEGER NOT NULL,
+            window_start INTEGER NOT NULL DEFAULT 0,
+            started INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID
+        """
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -145,6 +169,7 @@ MIGRATIONS: list[Migration] = [
     (3, _add_reservations),
     (4, _add_schedules),
     (5, _add_job_record),
+    (6, _add_flow_control),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

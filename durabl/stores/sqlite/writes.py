@@ -73,7 +73,7 @@ _INSERT_COLUMNS = (
     "id", "type", "data", "status", "priority", "run_at", "attempts", "max_attempts",
     "dedupe_key", "dedupe_scope", "live_slot", "pending_slot", "created_at", "updated_at",
     "backoff", "backoff_delay", "backoff_max_delay", "claim_token", "heartbeat_at",
-    "claimed_at", "lease_owner",
+    "claimed_at", "lease_owner", "concurrency_key", "concurrency_limit",
 )  # fmt: skip
 # Any conflict is a dedupe slot (ids are random): the insert then simply does nothing.
 _INSERT = (
@@ -120,6 +120,8 @@ def new_row(job: NewJob, now: int) -> dict[str, Any]:
         "heartbeat_at": None,
         "claimed_at": None,
         "lease_owner": None,
+        "concurrency_key": job.concurrency_key,
+        "concurrency_limit": job.concurrency_limit,
     }
 
 
@@ -164,14 +166,29 @@ def enqueue(conn: sqlite3.Connection, job: NewJob, row: dict[str, Any]) -> Enque
 
 
 # -- claiming ---------------------------------------------------------------------------------
-DUE_OF_TYPE = "c.type = :type AND c.run_at <= :now"
+# Flow control: a job with a concurrency key is a candidate only while fewer than its limit
+# hold the key: the active jobs, plus the due jobs of its type ahead of it in line (those
+# the same statement claims first). Writes are serialised, so the count is exact. A full
+# key is found by the first count alone, so a held-back job costs a read per poll, no write.
+_ACTIVE_OF_KEY = (
+    f"(SELECT count(*) FROM {JOBS} AS f WHERE f.concurrency_key = c.concurrency_key"
+    " AND f.status = 'active')"
+)
+KEY_HAS_ROOM = (
+    f"(c.concurrency_key IS NULL OR ({_ACTIVE_OF_KEY} < c.concurrency_limit AND "
+    f"{_ACTIVE_OF_KEY} + (SELECT count(*) FROM {JOBS} AS q"
+    " WHERE q.concurrency_key = c.concurrency_key AND q.status = 'pending'"
+    " AND q.type = c.type AND q.run_at <= :now"
+    " AND (q.priority, q.run_at, q.seq) < (c.priority, c.run_at, c.seq)) < c.concurrency_limit))"
+)
+DUE_OF_TYPE = f"c.type = :type AND c.run_at <= :now AND {KEY_HAS_ROOM}"
 """Claim candidates: every due job of one type."""
 DUE_BY_KEY = (
     f"c.seq IN (SELECT k.seq FROM {JOBS} AS k WHERE k.pending_slot = :key OR k.live_slot = :key)"
-    " AND c.type = :type AND c.run_at <= :now"
+    f" AND c.type = :type AND c.run_at <= :now AND {KEY_HAS_ROOM}"
 )
 """Claim candidates: the due job of one type holding ``:key`` in its pending slot."""
-BY_ID = "c.id = :job_id"
+BY_ID = f"c.id = :job_id AND {KEY_HAS_ROOM}"
 """Claim candidates: one job by id, due or not."""
 # How each kind of candidate is best found. Without statistics the planner would rather
 # read every due job of the type and sort them; the claim index serves filter and order,
