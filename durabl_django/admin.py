@@ -29,8 +29,22 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from durabl_django import admin_actions, views
-from durabl_django.admin_support import DELETE_PERMISSION, VIEW_PERMISSION, has_perm
-from durabl_django.models import ActiveJob, Job, PendingJob, QueueOverview
+from durabl_django.admin_support import (
+    DELETE_PERMISSION,
+    LISTED_STATUSES,
+    VIEW_PERMISSION,
+    has_perm,
+)
+from durabl_django.models import (
+    ActiveJob,
+    CancelledJob,
+    CompletedJob,
+    Job,
+    JobSchedule,
+    PendingJob,
+    QueueOverview,
+    SupersededJob,
+)
 
 View = Callable[..., HttpResponse]
 
@@ -117,25 +131,52 @@ class FailedJobAdmin(DurablAdmin):
 def failed_changelist(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return admin_actions.changelist_action(model_admin, request)
-    return views.job_list(model_admin, request, "failed")
+    return views.status_redirect(request) or views.job_list(model_admin, request, "failed")
+
+
+class StatusJobAdmin(DurablAdmin):
+    """The list of one status (``status``) and the pages of its jobs."""
+
+    status = ""
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("", self.wrap(views.job_list, self.status), name=self.name("changelist")),
+            *self.detail_urls(),
+        ]
 
 
 @admin.register(PendingJob)
-class PendingJobAdmin(DurablAdmin):
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path("", self.wrap(views.job_list, "pending"), name=self.name("changelist")),
-            *self.detail_urls(),
-        ]
+class PendingJobAdmin(StatusJobAdmin):
+    status = "pending"
 
 
 @admin.register(ActiveJob)
-class ActiveJobAdmin(DurablAdmin):
+class ActiveJobAdmin(StatusJobAdmin):
+    status = "active"
+
+
+@admin.register(CompletedJob)
+class CompletedJobAdmin(StatusJobAdmin):
+    status = "completed"
+
+
+@admin.register(SupersededJob)
+class SupersededJobAdmin(StatusJobAdmin):
+    status = "superseded"
+
+
+if "cancelled" in LISTED_STATUSES:
+
+    @admin.register(CancelledJob)
+    class CancelledJobAdmin(StatusJobAdmin):
+        status = "cancelled"
+
+
+@admin.register(JobSchedule)
+class ScheduleAdmin(DurablAdmin):
     def get_urls(self) -> list[URLPattern]:
-        return [
-            path("", self.wrap(views.job_list, "active"), name=self.name("changelist")),
-            *self.detail_urls(),
-        ]
+        return [path("", self.wrap(views.schedule_list), name=self.name("changelist"))]
 
 
 @admin.register(QueueOverview)

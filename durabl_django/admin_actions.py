@@ -36,6 +36,7 @@ from durabl_django.admin_support import (
 )
 from durabl_django.models import Job
 from durabl_django.views import admin_url, base_context, missing_job, render
+from durabl_django.views import detail_url as current_detail_url
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -259,11 +260,16 @@ def confirmation(
 
 
 def _finish(
-    request: HttpRequest, action: Action, ids: list[str], to: str, single: str | None = None
+    request: HttpRequest,
+    action: Action,
+    ids: list[str],
+    to: str | Callable[[], str],
+    single: str | None = None,
 ) -> HttpResponse:
+    """Act, say what happened, and go to ``to`` (called after acting, when a function)."""
     level, text = summary(action, run(request, action, ids), single)
     messages.add_message(request, level, text)
-    return HttpResponseRedirect(to)
+    return HttpResponseRedirect(to if isinstance(to, str) else to())
 
 
 def bulk_action(
@@ -303,7 +309,9 @@ def single_action(
     require(request, action.permission)
     detail_url = admin_url("job_detail", job_id)
     if request.method == "POST" and request.POST.get("post") == "yes":
-        to = detail_url if name == "retry" else admin_url("job_changelist")
+        to: str | Callable[[], str] = admin_url("job_changelist")
+        if name == "retry":  # the job's page, under the list it is in now
+            to = lambda: current_detail_url(job_id)  # noqa: E731
         return _finish(request, action, [job_id], to, single=job_id)
     job = get_job_queue().get_job(job_id)
     if job is None:

@@ -20,6 +20,8 @@ from django.http import HttpRequest
 
 import durabl_django
 from durabl import FAILURE_KINDS, FailureKind, Job
+from durabl.model.job import STATUSES
+from durabl.model.rules import JOB_ORDER_FIELDS
 
 if TYPE_CHECKING:
     from durabl import JobQueue
@@ -31,14 +33,22 @@ DELETE_PERMISSION = "durabl_django.delete_job"
 PAGE_SIZE = 50
 ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matches
 SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works as is
-TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR = "type", "kind", "q", "p"
+TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", "o"
+STATUS_VAR = "status"
 
-LISTED_STATUSES = ("failed", "pending", "active")
+#: Every status with a list, in the order the admin shows them: ``cancelled`` once the
+#: store knows it.
+LISTED_STATUSES: tuple[str, ...] = tuple(
+    s
+    for s in ("pending", "active", "completed", "failed", "superseded", "cancelled")
+    if s in STATUSES
+)
 KIND_LABELS: Mapping[str, str] = {
     "retries-exhausted": "Retries exhausted",
     "fatal": "Fatal",
     "stalled": "Stalled",
     "interrupted": "Interrupted",
+    "invalid-payload": "Invalid payload",
 }
 _MAX_FILTER_LENGTH = 200
 _MAX_PAYLOAD_CHARS = 200_000
@@ -70,10 +80,12 @@ class JobFilters:
     failure_kind: FailureKind | None = None
     search: str | None = None
     page: int = 1
+    #: A ``list_jobs`` order (``"-created_at"``...), None for the store's default.
+    order: str | None = None
 
     @classmethod
     def from_query(cls, status: str, query: Mapping[str, Any]) -> JobFilters:
-        """Read ``type``, ``kind``, ``q`` and ``p``; anything unusable is ignored."""
+        """Read ``type``, ``kind``, ``q``, ``o`` and ``p``; anything unusable is ignored."""
 
         def text(name: str) -> str | None:
             value = query.get(name)
@@ -92,7 +104,10 @@ class JobFilters:
             page = max(1, int(text(PAGE_VAR) or 1))
         except ValueError:
             page = 1
-        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page)
+        order = text(ORDER_VAR)
+        if order is not None and order.removeprefix("-") not in JOB_ORDER_FIELDS:
+            order = None
+        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page, order)
 
     def queue_filters(self) -> dict[str, Any]:
         """Keyword arguments for ``list_jobs`` / ``count_jobs``."""
@@ -111,6 +126,8 @@ class JobFilters:
             params[KIND_VAR] = self.failure_kind
         if self.search:
             params[SEARCH_VAR] = self.search
+        if self.order:
+            params[ORDER_VAR] = self.order
         if with_page and self.page > 1:
             params[PAGE_VAR] = str(self.page)
         return params
@@ -134,15 +151,18 @@ class JobFilters:
         return bool(self.type or self.failure_kind or self.search)
 
     def describe(self) -> str:
-        """A human summary, e.g. ``type "email", failure kind "fatal"``."""
+        """What the filters select, to follow "jobs", e.g. ``of type "email", with failure
+        kind "Fatal", whose id, dedupe key or failure reason matches "bulk:"``."""
         parts = []
         if self.type:
-            parts.append(f'type "{self.type}"')
+            parts.append(f'of type "{self.type}"')
         if self.failure_kind:
-            parts.append(f'failure kind "{self.failure_kind}"')
+            parts.append(f'with failure kind "{kind_label(self.failure_kind)}"')
         if self.search:
-            parts.append(f'matching "{self.search}"')
-        return ", ".join(parts)
+            parts.append(f'whose id, dedupe key or failure reason matches "{self.search}"')
+        if len(parts) > 1:
+            return ", ".join(parts[:-1]) + " and " + parts[-1]
+        return "".join(parts)
 
 
 class JobListing:
@@ -178,7 +198,9 @@ class JobListing:
         return self.fetch(start, stop - start) if stop > start else []
 
     def fetch(self, offset: int, limit: int) -> list[Job[Any]]:
-        return self.queue.list_jobs(**self.filters.queue_filters(), limit=limit, offset=offset)
+        return self.queue.list_jobs(
+            **self.filters.queue_filters(), limit=limit, offset=offset, order=self.filters.order
+        )
 
     def __iter__(self) -> Iterator[Job[Any]]:
         """Every matching job, ``ACTION_BATCH`` per query."""

@@ -52,6 +52,46 @@ class ActiveJob(Job):
         verbose_name_plural = "active jobs"
 
 
+class CompletedJob(Job):
+    """The completed-jobs page (read-only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "completed job"
+        verbose_name_plural = "completed jobs"
+
+
+class SupersededJob(Job):
+    """The superseded-jobs page."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "superseded job"
+        verbose_name_plural = "superseded jobs"
+
+
+class CancelledJob(Job):
+    """The cancelled-jobs page (shown once the store knows the status)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "cancelled job"
+        verbose_name_plural = "cancelled jobs"
+
+
+class JobSchedule(Job):
+    """The schedules page."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "schedule"
+        verbose_name_plural = "schedules"
+
+
 class QueueOverview(Job):
     """The per-type queue overview page."""
 

@@ -7,8 +7,9 @@ breadcrumbs). Job data reaches the templates as plain strings, which Django esca
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -17,16 +18,19 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import dateformat, timezone
+from django.utils import timezone
 
 from durabl import FAILURE_KINDS, Job, QueueStats
+from durabl.model.schedule import Schedule
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     KIND_VAR,
+    LISTED_STATUSES,
     PAGE_SIZE,
     RETRY_PERMISSION,
     SEARCH_VAR,
     SELECTED,
+    STATUS_VAR,
     TYPE_VAR,
     JobFilters,
     JobListing,
@@ -43,10 +47,15 @@ from durabl_django.admin_support import (
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-NOWRAP, WIDE = "durabl-nowrap", "durabl-wide"
-TITLES = {"failed": "Failed jobs", "pending": "Pending jobs", "active": "Active jobs"}
+    from durabl import JobQueue
+
+NOWRAP, WIDE, CLIP = "durabl-nowrap", "durabl-wide", "durabl-clip"
+TITLES = {status: f"{status.capitalize()} jobs" for status in LISTED_STATUSES}
 # The ModelAdmin (model name) whose entry lists jobs of each status.
-SECTION_MODELS = {"failed": "job", "pending": "pendingjob", "active": "activejob"}
+SECTION_MODELS = {
+    status: "job" if status == "failed" else f"{status}job" for status in LISTED_STATUSES
+}
+_JOB_FIELDS = frozenset(f.name for f in fields(Job))
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,13 @@ def with_query(base: str, query: dict[str, str]) -> str:
     return f"{base}?{urlencode(query)}" if query else base
 
 
+def detail_url(job_id: str) -> str:
+    """The page of a job under its status's entry (the failed list's when it is gone)."""
+    job = get_job_queue().get_job(job_id)
+    section = SECTION_MODELS.get(job.status) if job is not None else None
+    return admin_url(f"{section or 'job'}_detail", job_id)
+
+
 def missing_job(request: HttpRequest, job_id: str) -> HttpResponse:
     """Django's own answer to a stale link: a message and the list."""
     messages.warning(request, f"Job with ID “{job_id}” doesn't exist. Perhaps it was deleted?")
@@ -88,12 +104,19 @@ def render(
 
 
 def format_time(value: datetime | None, *, zone: bool = False) -> str:
-    """``2024-05-01 14:30:00`` in the current time zone (``zone``: and its name)."""
+    """``2024-05-01 14:30:00`` in UTC, as durabl stores it (``zone``: followed by "UTC";
+    lists say it once, in the column's heading)."""
     if value is None:
         return ""
     if timezone.is_aware(value):
-        value = timezone.localtime(value)
-    return dateformat.format(value, "Y-m-d H:i:s T" if zone else "Y-m-d H:i:s")
+        value = value.astimezone(dt_timezone.utc)
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    return f"{text} UTC" if zone else text
+
+
+def job_value(job: Job[Any], name: str) -> Any:
+    """A field of the job record that not every release has (None when absent)."""
+    return getattr(job, name, None) if name in _JOB_FIELDS else None
 
 
 def base_context(model_admin: ModelAdmin[Any], request: HttpRequest, title: str) -> dict[str, Any]:
@@ -109,16 +132,55 @@ def base_context(model_admin: ModelAdmin[Any], request: HttpRequest, title: str)
 # -- lists ------------------------------------------------------------------------------
 
 
-def _columns(status: str) -> list[str]:
+@dataclass(frozen=True)
+class Column:
+    """A list column: its heading and the ``list_jobs`` order it sorts by, if any."""
+
+    label: str
+    order: str | None = None
+
+
+def _columns(status: str) -> list[Column]:
+    key = Column("Dedupe key")
     if status == "failed":
-        return ["Type", "Failure kind", "Reason", "Attempts", "Failed at", "Dedupe key"]
+        return [
+            Column("Type", "type"),
+            Column("Failure kind"),
+            Column("Reason"),
+            Column("Attempts", "attempts"),
+            Column("Failed at (UTC)", "updated_at"),
+            key,
+        ]
     if status == "pending":
-        return ["Type", "Priority", "Run at", "Attempts", "Created at", "Dedupe key"]
-    return ["Type", "Attempts", "Last update", "Created at", "Dedupe key"]
+        return [
+            Column("Type", "type"),
+            Column("Priority", "priority"),
+            Column("Run at (UTC)", "run_at"),
+            Column("Attempts", "attempts"),
+            Column("Created at (UTC)", "created_at"),
+            key,
+        ]
+    if status == "active":
+        worker = [Column("Worker")] if "worker" in _JOB_FIELDS else []
+        return [
+            Column("Type", "type"),
+            *worker,
+            Column("Attempts", "attempts"),
+            Column("Last update (UTC)", "updated_at"),
+            Column("Created at (UTC)", "created_at"),
+            key,
+        ]
+    return [
+        Column("Type", "type"),
+        Column("Attempts", "attempts"),
+        Column("Finished at (UTC)", "updated_at"),
+        Column("Created at (UTC)", "created_at"),
+        key,
+    ]
 
 
 def _cells(job: Job[Any], empty: str) -> list[Cell]:
-    key = Cell(job.dedupe_key or empty, title=job.dedupe_scope or "")
+    key = Cell(job.dedupe_key or empty, title=job.dedupe_key or "", css=CLIP)
     if job.status == "failed":
         reason = job.fail_reason or ""
         return [
@@ -126,7 +188,7 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
             Cell(kind_label(job.failure_kind) or empty),
             Cell(first_line(reason, 100) or empty, title=first_line(reason, 1000), css=WIDE),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at), css=NOWRAP),
+            Cell(format_time(job.updated_at)),
             key,
         ]
     if job.status == "pending":
@@ -134,18 +196,58 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
         return [
             Cell(job.type),
             Cell(str(job.priority)),
-            Cell(format_time(job.run_at) + ("" if due else " (scheduled)"), css=NOWRAP),
+            Cell(format_time(job.run_at) + ("" if due else " (scheduled)")),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.created_at), css=NOWRAP),
+            Cell(format_time(job.created_at)),
+            key,
+        ]
+    if job.status == "active":
+        worker = job_value(job, "worker")
+        workers = [Cell(worker or empty, title=worker or "", css=CLIP)]
+        return [
+            Cell(job.type),
+            *(workers if "worker" in _JOB_FIELDS else []),
+            Cell(attempts_text(job), css=NOWRAP),
+            Cell(format_time(job.updated_at)),
+            Cell(format_time(job.created_at)),
             key,
         ]
     return [
         Cell(job.type),
         Cell(attempts_text(job), css=NOWRAP),
-        Cell(format_time(job.updated_at), css=NOWRAP),
-        Cell(format_time(job.created_at), css=NOWRAP),
+        Cell(format_time(job.updated_at)),
+        Cell(format_time(job.created_at)),
         key,
     ]
+
+
+def _headers(filters: JobFilters) -> list[dict[str, Any]]:
+    """Each column's heading; a sortable one links to its order, ascending first, and
+    a sorted one to the other direction."""
+    headers = []
+    for column in _columns(filters.status):
+        header: dict[str, Any] = {"label": column.label, "url": "", "sorted": ""}
+        if column.order is not None:
+            current = filters.order
+            if current == column.order:
+                header["sorted"], target = "ascending", "-" + column.order
+            elif current == "-" + column.order:
+                header["sorted"], target = "descending", column.order
+            else:
+                target = column.order
+            header["url"] = filters.querystring(order=target)
+        headers.append(header)
+    return headers
+
+
+def _unfiltered(filters: JobFilters) -> JobFilters:
+    """The same list and order, without type, failure kind or search."""
+    return replace(filters, type=None, failure_kind=None, search=None)
+
+
+def _types_listed(queue: JobQueue, status: str) -> list[str]:
+    """The types with at least one job of ``status``: the type filter's choices."""
+    return [t for t in queue.job_types() if queue.count_jobs(status=status, type=t)]
 
 
 def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, Any]]:
@@ -170,6 +272,24 @@ def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, A
             }
         )
     return specs
+
+
+def status_redirect(request: HttpRequest) -> HttpResponse | None:
+    """``job/?status=...``: the list of that status (the failed list is this page), with
+    the other filters kept; an unknown status is said so, not silently ignored."""
+    status = request.GET.get(STATUS_VAR)
+    if status is None or status == "failed":
+        return None
+    if status not in SECTION_MODELS:
+        known = ", ".join(LISTED_STATUSES)
+        messages.warning(request, f"There is no job status “{status}”; the statuses are {known}.")
+        return HttpResponseRedirect(admin_url("job_changelist"))
+    query = request.GET.copy()
+    del query[STATUS_VAR]
+    if status != "failed":
+        query.pop(KIND_VAR, None)
+    base = admin_url(f"{SECTION_MODELS[status]}_changelist")
+    return HttpResponseRedirect(f"{base}?{query.urlencode()}" if query else base)
 
 
 def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) -> HttpResponse:
@@ -216,14 +336,18 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         **base_context(model_admin, request, TITLES[status]),
         "status": status,
         "filters": filters,
-        "filter_specs": _filter_specs(filters, queue.job_types()),
-        "clear_filters_url": "?" if filters.is_filtered else "",
+        "filter_specs": _filter_specs(filters, _types_listed(queue, status)),
+        "clear_filters_url": replace(
+            filters, type=None, failure_kind=None, search=None
+        ).querystring()
+        if filters.is_filtered
+        else "",
         "clear_search_url": filters.querystring(search=None),
         "search_var": SEARCH_VAR,
         "hidden_params": [
             (k, v) for k, v in filters.params(with_page=False).items() if k != SEARCH_VAR
         ],
-        "columns": _columns(status),
+        "headers": _headers(filters),
         "rows": rows,
         "page": page,
         "page_links": page_links,
@@ -244,6 +368,10 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
     job = get_job_queue().get_job(job_id)
     if job is None:
         return missing_job(request, job_id)
+    section = SECTION_MODELS.get(job.status)
+    if section is not None and section != model_admin.opts.model_name:
+        # Shown under its status's entry, so the sidebar and breadcrumbs say where it is.
+        return HttpResponseRedirect(admin_url(f"{section}_detail", job.id))
     empty = model_admin.get_empty_value_display()
     failed = job.status == "failed"
     fields = [
@@ -263,15 +391,14 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
             f"{job.backoff}, {job.backoff_delay:g} s base, at most {job.backoff_max_delay:g} s",
         ),
     ]
-    section = job.status if job.status in SECTION_MODELS else None
     context = {
         **base_context(model_admin, request, f"Job {job.id}"),
         "job": job,
         "fields": fields,
         "payload": format_payload(job.data),
         "logs": [(format_time(entry.at, zone=True), entry.message) for entry in job.logs],
-        "section_title": TITLES[section] if section else "",
-        "section_url": admin_url(f"{SECTION_MODELS[section]}_changelist") if section else "",
+        "section_title": TITLES[job.status] if section else "",
+        "section_url": admin_url(f"{section}_changelist") if section else "",
         "retry_url": admin_url("job_retry_one", job.id)
         if failed and has_perm(request, RETRY_PERMISSION)
         else "",
@@ -312,15 +439,25 @@ def _stats_row(
     waiting = stats.pending > 0 and stats.oldest_pending_run_at is not None
     lag = stats.oldest_pending_lag if waiting else 0.0
     high = waiting and lag > threshold
+    cancelled = (
+        [
+            _count_cell(
+                int(getattr(stats, "cancelled", 0)), url(admin_url("cancelledjob_changelist"))
+            )
+        ]
+        if "cancelled" in LISTED_STATUSES
+        else []
+    )
     return {
         "label": label,
         "cells": [
             _count_cell(stats.pending, url(admin_url("pendingjob_changelist"))),
             _count_cell(stats.active, url(admin_url("activejob_changelist"))),
-            Cell(str(stats.completed)),
+            _count_cell(stats.completed, url(admin_url("completedjob_changelist"))),
             *by_kind,
             _count_cell(stats.failed, url(failed_url)),
-            Cell(str(stats.superseded)),
+            _count_cell(stats.superseded, url(admin_url("supersededjob_changelist"))),
+            *cancelled,
         ],
         "lag": humanize_seconds(lag) if waiting else "\u2014",
         "is_total": job_type is None,
@@ -340,6 +477,54 @@ def queue_overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRe
         "rows": rows,
         "total": _stats_row("Total", None, queue.get_stats(None), threshold),
         "kind_labels": [kind_label(k) for k in FAILURE_KINDS],
+        "show_cancelled": "cancelled" in LISTED_STATUSES,
         "threshold": humanize_seconds(threshold),
     }
     return render(model_admin, request, "queue_overview.html", context)
+
+
+# -- schedules --------------------------------------------------------------------------
+
+
+def _every_text(schedule: Schedule) -> str:
+    if schedule.cron is not None:
+        return f"cron {schedule.cron} ({schedule.timezone})"
+    if schedule.every is not None:
+        return f"every {humanize_seconds(schedule.every)}"
+    return ""
+
+
+def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """Every stored schedule: its job type, when it fires, its next and last tick, and the
+    job its last tick enqueued (linked)."""
+    require(request)
+    queue = get_job_queue()
+    empty = model_admin.get_empty_value_display()
+    supported = bool(getattr(queue.backend, "supports_schedules", False))
+    schedules = queue.list_schedules() if supported else []
+    rows = []
+    for schedule in schedules:
+        last_job = schedule.last_job_id
+        rows.append(
+            {
+                "name": schedule.name,
+                "cells": [
+                    Cell(schedule.type),
+                    Cell(_every_text(schedule)),
+                    Cell(format_time(schedule.next_run_at) or empty),
+                    Cell(format_time(schedule.last_run_at) or empty),
+                    Cell(
+                        last_job or empty,
+                        url=admin_url("job_detail", last_job) if last_job else "",
+                        css=CLIP,
+                    ),
+                ],
+            }
+        )
+    context = {
+        **base_context(model_admin, request, "Schedules"),
+        "rows": rows,
+        "supported": supported,
+        "columns": ["Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
+    }
+    return render(model_admin, request, "schedule_list.html", context)

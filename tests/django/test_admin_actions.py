@@ -136,7 +136,7 @@ def test_retry_all_matching_covers_every_page(
     reports = fail_jobs(queue, 2, "report")
     query = {"type": "email", "select_across": "1"}
     page = csrf_client.get(reverse(RETRY), query).content.decode()
-    assert "retry all 120 failed jobs with type &quot;email&quot;?" in page
+    assert "retry all 120 failed jobs of type &quot;email&quot;?" in page
     response = confirm(csrf_client, reverse(RETRY), query)
     assert response.redirect_chain == [(reverse(FAILED) + "?type=email", 302)]
     assert messages_of(response) == ["120 retried."]
@@ -182,7 +182,8 @@ def test_delete_selected(csrf_client: Client, queue: JobQueue) -> None:
 
 def test_retry_one_from_the_detail_page(csrf_client: Client, queue: JobQueue) -> None:
     [job_id] = fail_jobs(queue, 1)
-    detail = reverse("admin:durabl_django_job_detail", args=[job_id])
+    # Pending again, the job is shown under the pending list (the sidebar says so).
+    detail = reverse("admin:durabl_django_pendingjob_detail", args=[job_id])
     url = reverse("admin:durabl_django_job_retry_one", args=[job_id])
     page = csrf_client.get(url)
     assert f"Are you sure you want to retry the job “{job_id}”?" in page.content.decode()
