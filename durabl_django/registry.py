@@ -18,6 +18,7 @@ from datetime import timedelta
 from importlib import import_module
 from typing import Any, TypeVar
 
+import durabl
 from durabl import Job, JobContext
 from durabl.orchestrator import DEFAULT_MAX_JOURNAL_BYTES, Body, OrchestrationHandler
 
@@ -135,19 +136,34 @@ def job(
     concurrency: int = 1,
     poll_interval: Seconds | None = None,
     heartbeat_interval: Seconds | None = None,
+    **options: Any,
 ) -> Callable[[H], H]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type``; starts nothing.
 
     ``manage.py runworkers`` runs it on ``concurrency`` worker threads with
     ``queue.process(type, handler, concurrency=..., poll_interval=...,
-    heartbeat_interval=...)``. The decorated function is returned unchanged.
+    heartbeat_interval=...)``. Every other option of ``@durabl.job`` (``schema``,
+    ``on_dead_letter``, ``max_attempts``, ...) is accepted: the type is declared in
+    durabl's own registry too, so those options apply to every queue of the process.
+    The decorated function is returned unchanged.
     """
     _check_process_options(type, concurrency, poll_interval, heartbeat_interval)
+    declare_in_durabl = durabl.job(
+        type,
+        concurrency=concurrency,
+        poll_interval=poll_interval,
+        heartbeat_interval=heartbeat_interval,
+        **options,
+    )  # a bad option raises here, at the decorator
 
     def declare(handler: H) -> H:
         if not callable(handler):
             raise TypeError(f"@job({type!r}) must decorate a callable, got {handler!r}")
-        registry.add(JobSpec(type, handler, concurrency, poll_interval, heartbeat_interval))
+        spec = JobSpec(type, handler, concurrency, poll_interval, heartbeat_interval)
+        registry.add(spec)
+        declared = registry.get(type)
+        if declared is not None and declared.origin == spec.origin:  # not a duplicate
+            declare_in_durabl(handler)
         return handler
 
     return declare
