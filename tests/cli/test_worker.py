@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +64,24 @@ def start_worker(project: Path, url: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def completed_metric(port: int) -> float | None:
+    """``durabl_jobs_completed_total{type="cli-echo"}`` once it reached 3, else None."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    for line in body.splitlines():
+        if line.startswith('durabl_jobs_completed_total{type="cli-echo"}'):
+            count = float(line.split()[-1])
+            return count if count >= 3 else None
+    return None
+
+
 @pytest.fixture
 def store(project: Path) -> Iterator[tuple[str, JobQueue]]:
     url = f"sqlite:///{project / 'jobs.db'}"
@@ -75,13 +95,17 @@ def test_worker_runs_declared_jobs_and_drains_on_sigterm(
 ) -> None:
     url, queue = store
     ids = [queue.enqueue("cli-echo", {"i": i}) for i in range(3)]
-    worker = start_worker(project, url, "--type", "cli-echo", "--no-scheduler")
+    port = free_port()
+    worker = start_worker(
+        project, url, "--type", "cli-echo", "--no-scheduler", "--metrics-port", str(port)
+    )
     try:
         assert worker.stdout is not None
         first = worker.stdout.readline()
         assert first.startswith(f"durabl worker: store {url}; processing cli-echo (x2);")
-        assert "reaper on; scheduler off" in first
+        assert f"reaper on; scheduler off; metrics on :{port}/metrics" in first
         wait_until(lambda: all((project / "out" / i).exists() for i in ids), timeout=20)
+        assert wait_until(lambda: completed_metric(port), timeout=20, interval=0.05)
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=30 + 1)
     finally:

@@ -56,6 +56,12 @@ class Command(BaseCommand):
             "durabl.schedule; any number of processes may run it)",
         )
         parser.add_argument(
+            "--metrics-port",
+            type=positive_int_arg,
+            metavar="P",
+            help="serve Prometheus metrics on http://0.0.0.0:P/metrics (needs prometheus_client)",
+        )
+        parser.add_argument(
             "--shutdown-timeout",
             type=positive_seconds_arg,
             metavar="S",
@@ -93,6 +99,14 @@ class Command(BaseCommand):
                 f"{queue.backend!r} runs each job inside enqueue(); there is nothing for "
                 "runworkers to do (set DURABL['URL'] to a store, or drop DURABL['BACKEND'])"
             )
+        if options["metrics_port"]:
+            from durabl import metrics
+
+            try:
+                metrics.install(queue)
+                metrics.serve(options["metrics_port"])
+            except (ImportError, OSError) as exc:
+                raise CommandError(f"--metrics-port {options['metrics_port']}: {exc}") from None
         runner = Runner(
             queue,
             selected,
