@@ -464,6 +464,22 @@ class JobQueue:
         """Remove a job that is not running."""
         return self._ready().delete(job_id)
 
+    def retry_matching(self, **filters: Any) -> int:
+        """Retry every failed job the ``list_jobs`` filters (``type``, ``failure_kind``,
+        ``search``) select, in one store operation: each as :meth:`retry` would (a job
+        whose dedupe key is live stays failed). The number retried."""
+        retried = self._ready().retry_matching(**filters)
+        if retried:
+            types = [filters["type"]] if filters.get("type") else list(self._processors.by_type)
+            for type in types:
+                self._job_due(type)
+        return retried
+
+    def delete_matching(self, **filters: Any) -> int:
+        """Delete every job the ``list_jobs`` filters select that is not running, in one
+        store operation. The number deleted."""
+        return self._ready().delete_matching(**filters)
+
     # -- flow control (durabl.model.flow; docs/flow-control.md) ---------------------------
     def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
         """At most ``limit`` jobs of ``type`` start in each window of ``per`` seconds

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
@@ -245,6 +245,15 @@ class Backend(FencedWrites, Protocol):
 
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not active; False when absent or active."""
+
+    def retry_matching(self, **filters: Any) -> int:
+        """:meth:`retry` every failed job the ``list_jobs`` filters select, in one store
+        operation (one transaction on SQL stores), oldest job first; a job whose dedupe key
+        is live stays failed. The number retried."""
+
+    def delete_matching(self, **filters: Any) -> int:
+        """:meth:`delete` every job the ``list_jobs`` filters select that is not active, in
+        one store operation. The number deleted."""
 
     def get_stats(self, type: str | None = None) -> QueueStats: ...
 
@@ -488,6 +497,37 @@ class StoreBase(ABC):
         are known ones. ``filters.search`` matches a job whose id or dedupe key starts with
         it, or whose failure reason contains it (byte for byte: no wildcards, no case
         folding)."""
+
+    # -- bulk operations: checked here once, each store writes them in one operation -----
+    def retry_matching(self, **filters: Any) -> int:
+        """See :meth:`Backend.retry_matching`: the filters checked as :meth:`list_jobs`
+        checks them (a status other than ``failed`` is a ``ValueError``); the store retries
+        through :meth:`retry_selected`."""
+        selection = job_filter(filters)
+        if selection.status not in (None, "failed"):
+            raise ValueError(f"retry_matching retries failed jobs, not {selection.status!r}")
+        return self.retry_selected(replace(selection, status="failed"))
+
+    def delete_matching(self, **filters: Any) -> int:
+        """See :meth:`Backend.delete_matching`: checked as :meth:`list_jobs`; a status of
+        ``active`` is a ``ValueError`` (running jobs are never deleted). The store deletes
+        through :meth:`delete_selected`."""
+        selection = job_filter(filters)
+        if selection.status == "active":
+            raise ValueError("delete_matching never deletes active jobs")
+        return self.delete_selected(selection)
+
+    def retry_selected(self, filters: JobFilter) -> int:
+        """Retry, as :meth:`Backend.retry` would one by one, every failed job ``filters``
+        selects (its status is ``failed``), oldest first, in one operation (one transaction
+        where the store has them): a job whose dedupe key is live stays failed. How many
+        were retried."""
+        raise NotImplementedError(f"{type(self).__name__} has no bulk retry")
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        """Delete every job ``filters`` selects that is not active, in one operation; how
+        many were deleted."""
+        raise NotImplementedError(f"{type(self).__name__} has no bulk delete")
 
     @abstractmethod
     def count_matching(self, filters: JobFilter) -> int:

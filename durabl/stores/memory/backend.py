@@ -425,6 +425,16 @@ class MemoryBackend(StoreBase):
             rec.finished_at = None
             return True
 
+    def retry_selected(self, filters: JobFilter) -> int:
+        """Each selected job as :meth:`retry` would, oldest first, under the one lock."""
+        with self._store.lock:
+            records = sorted(self._store.select(filters), key=lambda r: r.seq)
+            return sum(self.retry(rec.id) for rec in records)
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        with self._store.lock:
+            return sum(self.delete(rec.id) for rec in self._store.select(filters))
+
     def delete(self, job_id: str) -> bool:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)

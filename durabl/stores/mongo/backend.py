@@ -764,6 +764,12 @@ class MongoJobQueue(StoreBase):
     def delete(self, job_id: str) -> bool:
         return self.queries.delete(job_id)
 
+    def retry_selected(self, filters: JobFilter) -> int:
+        return self.queries.retry_selected(filters)
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        return self.queries.delete_selected(filters)
+
     def get_stats(self, type: str | None = None) -> QueueStats:
         return self.queries.get_stats(type)
 

@@ -112,6 +112,25 @@ class MongoQueries:
         # Not repeated: a retry that applied but lost its reply would report False.
         return self.store.call("retry", write, retry=False)
 
+    def retry_selected(self, filters: JobFilter) -> int:
+        """Each selected job as :meth:`retry` would, oldest first. MongoDB has no
+        transaction here: the ids are read in one query, then each is retried by the
+        single-job rule (its dedupe-slot checks are per key), within this one call."""
+        query = self._list_query(filters)
+
+        def ids() -> list[Any]:
+            return [d["_id"] for d in self.store.col.find(query, {"_id": 1}).sort("_id", 1)]
+
+        return sum(self.retry(str(oid)) for oid in self.store.call("retry_matching", ids))
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        query = {"$and": [self._list_query(filters), {"status": {"$ne": "active"}}]}
+        return int(
+            self.store.call(
+                "delete_matching", lambda: self.store.col.delete_many(query).deleted_count
+            )
+        )
+
     def delete(self, job_id: str) -> bool:
         oid = codec.parse_id(job_id)
         if oid is None:

@@ -608,6 +608,27 @@ class PostgresJobQueue(StoreBase):
             "retry", lambda cur: writes.retry(cur, q, job_id, now, locks), repeatable=False
         )
 
+    def retry_selected(self, filters: JobFilter) -> int:
+        """Each selected job as :meth:`retry` would, oldest first, in one transaction."""
+        where, params = reads.filters(filters)
+        now, q, locks = self._now_param(), self._q, self._locks
+        select = q.listing(q.matching_ids, where)
+
+        def write(cur: Tx) -> int:
+            cur.execute(select, params)
+            ids = [row["id"] for row in cur.fetchall()]
+            return sum(writes.retry(cur, q, job_id, now, locks) for job_id in ids)
+
+        return self._run("retry_matching", write, repeatable=False)
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        where, params = reads.filters(filters)
+        statement = self._q.listing(self._q.delete_matching, where)
+        row = self._run(
+            "delete_matching", lambda cur: reads.one(cur, statement, params), repeatable=False
+        )
+        return 0 if row is None else int(row["n"])
+
     def delete(self, job_id: str) -> bool:
         statement = self._q.delete
         row = self._run(

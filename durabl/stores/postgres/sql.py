@@ -284,6 +284,11 @@ STATEMENTS: dict[str, str] = {
         "LIMIT %(limit)s OFFSET %(offset)s"
     ),
     "count_jobs": "SELECT count(*) AS n FROM {jobs} AS j WHERE {where}",
+    "matching_ids": "SELECT j.id FROM {jobs} AS j WHERE {where} ORDER BY j.seq",
+    "delete_matching": (
+        "WITH gone AS (DELETE FROM {jobs} AS j WHERE ({where}) AND j.status <> 'active' "
+        "RETURNING 1) SELECT count(*) AS n FROM gone"
+    ),
     "stats_counts": (
         "SELECT status, failure_kind, count(*) AS n FROM {jobs} "
         "WHERE (%(type)s::text IS NULL OR type = %(type)s) GROUP BY status, failure_kind"
@@ -357,6 +362,8 @@ class Queries:
     has_outstanding: str
     list_jobs: str
     count_jobs: str
+    matching_ids: str
+    delete_matching: str
     stats_counts: str
     stats_oldest: str
     job_types: str

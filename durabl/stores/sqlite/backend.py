@@ -551,6 +551,28 @@ class SqliteJobQueue(StoreBase):
         now = self._now_ms()
         return self._write("retry", lambda conn: writes.retry(conn, job_id, now))
 
+    def retry_selected(self, filters: JobFilter) -> int:
+        """Each selected job as :meth:`retry` would, oldest first, in one transaction."""
+        where, params = queries.filters(filters)
+        now = self._now_ms()
+
+        def write(conn: sqlite3.Connection) -> int:
+            ids = queries.matching_ids(conn, where, params)
+            return sum(writes.retry(conn, job_id, now) for job_id in ids)
+
+        return self._write("retry_matching", write)
+
+    def delete_selected(self, filters: JobFilter) -> int:
+        where, params = queries.filters(filters)
+        return self._write(
+            "delete_matching",
+            lambda conn: (
+                conn.execute(
+                    f"DELETE FROM {JOBS} WHERE ({where}) AND status != 'active'", params
+                ).rowcount
+            ),
+        )
+
     def delete(self, job_id: str) -> bool:
         return self._write(
             "delete",

@@ -128,6 +128,12 @@ def list_jobs(
     return jobs_from_rows(conn, rows)
 
 
+def matching_ids(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
+    """The ids of the jobs ``where`` selects, oldest first."""
+    rows = conn.execute(f"SELECT id FROM {JOBS} WHERE {where} ORDER BY seq", params)
+    return [row[0] for row in rows]
+
+
 def count_jobs(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> int:
     count: int = conn.execute(f"SELECT count(*) FROM {JOBS} WHERE {where}", params).fetchone()[0]
     return count
