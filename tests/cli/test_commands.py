@@ -181,3 +181,14 @@ def test_version_and_help_for_every_command() -> None:
     for command in ("stats", "jobs", "show", "retry", "delete", "schedules", "health", "worker"):
         result = durabl_cli(command, "--help")
         assert result.returncode == 0 and "examples:" in result.stdout, command
+
+
+def test_mongodb_waits_at_most_eight_seconds_for_a_server_unless_told() -> None:
+    bounded = backend_from_url("mongodb://127.0.0.1:1/x")
+    chosen = backend_from_url("mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=30000")
+    try:
+        assert bounded.col.database.client.options.server_selection_timeout == 8.0  # type: ignore[attr-defined]
+        assert chosen.col.database.client.options.server_selection_timeout == 30.0  # type: ignore[attr-defined]
+    finally:
+        bounded.close()
+        chosen.close()

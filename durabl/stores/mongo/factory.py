@@ -58,6 +58,11 @@ def _mock_database(url: str) -> str | None:
     return unquote(parts.path.lstrip("/")) or unquote(parts.netloc) or None
 
 
+#: Seconds an operation waits for a usable server unless the URL (``serverSelectionTimeoutMS``)
+#: or ``connect_timeout`` says otherwise: under 10 s, and long enough for most elections.
+SERVER_SELECTION_TIMEOUT = 8.0
+
+
 def from_url(
     make: Callable[..., S],
     url: str,
@@ -89,6 +94,10 @@ def from_url(
         ms = max(int(connect_timeout * 1000), 1)
         client_options.setdefault("serverSelectionTimeoutMS", ms)
         client_options.setdefault("connectTimeoutMS", ms)
+    elif "serverselectiontimeoutms" not in url.lower():
+        # pymongo waits 30 s for a server by default: a worker, ``manage.py reap`` or an
+        # admin page would hang that long on an unreachable host before saying so.
+        client_options.setdefault("serverSelectionTimeoutMS", int(SERVER_SELECTION_TIMEOUT * 1000))
     try:
         # connect=False: no socket and no monitor thread until the first operation, so a
         # backend can be built at import or in AppConfig.ready() for free.
