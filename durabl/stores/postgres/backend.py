@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import Cursor
+from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
+from durabl.model.flow import RateLimit
 from durabl.model.job import (
     HeartbeatResult,
     Job,
@@ -44,7 +46,7 @@ from durabl.stores.base import (
     SchemaVersion,
     StoreBase,
 )
-from durabl.stores.postgres import codec, reads, schedules, schema, writes
+from durabl.stores.postgres import codec, rates, reads, schedules, schema, writes
 from durabl.stores.postgres.connection import (
     STORE_OPTIONS,
     Database,
@@ -63,6 +65,8 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 Tx = Cursor[DictRow]
+#: How often a claim is repeated after losing the race for the last slot of a key.
+_SLOT_RACES = 5
 #: What the listener's own connection takes over from a caller's pool's settings.
 LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
 
@@ -155,6 +159,7 @@ class PostgresJobQueue(StoreBase):
         self._channel = self.tables.channel
         self._locks = self.tables.key_lock_class
         self._schedules = schedules.ScheduleStatements.for_tables(self.tables)
+        self._rates = rates.RateStatements.for_tables(self.tables)
         self._started = False
         self._startup_lock = threading.Lock()
 
@@ -351,7 +356,9 @@ class PostgresJobQueue(StoreBase):
         now = self._now_param()
         row = writes.new_row(job, self._channel, now)
         q, locks = self._q, self._locks
-        if job.dedupe_key is not None and job.dedupe_scope == "pending":
+        if job.concurrency_key is not None or (
+            job.dedupe_key is not None and job.dedupe_scope == "pending"
+        ):
 
             def follow(cur: Tx) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
@@ -400,14 +407,51 @@ class PostgresJobQueue(StoreBase):
         seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING ...``), those past the
         first ``starting`` reserved. Not repeated after a dropped connection: the claim
         may have committed, and the reaper gives such jobs back."""
-        params = {"type": type, "now": self._now_param()}
-        statement = self._q.claim_due
-        return self._run(
-            "claim",
-            lambda cur: self._claim_in(cur, statement, params, limit, lease_owner, starting),
-            repeatable=False,
-            transaction=False,
-        )
+        now = self._now_param()
+        params = {"type": type, "now": now}
+        statement, rs = self._q.claim_due, self._rates
+        left = self._read("claim", lambda cur: rates.allowance(cur, rs, type, now))
+        if left is not None and not left.left:
+            return []  # the window is full: a read, nothing written, until the next one
+
+        def limited(cur: Tx) -> list[JobHandle[Any]]:
+            # With room in the window: lock the type's row, recount, claim, count.
+            allowed = rates.allowance(cur, rs, type, now, lock=True)
+            n = limit if allowed is None else min(limit, allowed.left)
+            if not n:
+                return []
+            handles = self._claim_in(cur, statement, params, n, lease_owner, starting)
+            if allowed is not None and handles:
+                rates.count(cur, rs, type, allowed, len(handles))
+            return handles
+
+        for attempt in range(_SLOT_RACES):
+            try:
+                if left is None:
+                    return self._run(
+                        "claim",
+                        lambda cur: self._claim_in(
+                            cur, statement, params, limit, lease_owner, starting
+                        ),
+                        repeatable=False,
+                        transaction=False,
+                    )
+                return self._run("claim", limited, repeatable=False)
+            except DurablError as exc:
+                # Two claimers took the last slot of a concurrency key at once: the unique
+                # index refused this statement whole (nothing claimed); claim again.
+                if not isinstance(exc.__cause__, UniqueViolation) or attempt == _SLOT_RACES - 1:
+                    raise
+        return []  # not reached
+
+    # -- flow control (durabl.stores.postgres.rates) -----------------------------------
+    def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
+        rs = self._rates
+        self._run("set_rate_limit", lambda cur: rates.write(cur, rs, type, rate))
+
+    def read_rate_limit(self, type: str) -> RateLimit | None:
+        rs = self._rates
+        return self._read("get_rate_limit", lambda cur: rates.read(cur, rs, type))
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         """One statement for every claim in ``claims``."""

@@ -211,7 +211,40 @@ def _add_job_record(t: Tables) -> list[str]:
     ]
 
 
-MIGRATIONS: list[Migration] = [(1, _create_v1), (2, _add_schedules), (3, _add_job_record)]
+def _add_flow_control(t: Tables) -> list[str]:
+    """Flow control (:mod:`durabl.model.flow`): a job's concurrency key, its limit and the
+    slot an active job holds, the unique index on (key, slot) over active jobs that makes a
+    key's slots exclusive across claimers, and each rate-limited type's limit with the
+    claims counted in its current window."""
+    jobs = t.qualified()
+    return [
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS concurrency_key text",
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS concurrency_limit integer",
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS concurrency_slot integer",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {t.index('concurrency_slot')} "
+        f"ON {jobs}(concurrency_key, concurrency_slot) "
+        "WHERE status = 'active' AND concurrency_key IS NOT NULL",
+        f"CREATE INDEX IF NOT EXISTS {t.index('concurrency')} "
+        f"ON {jobs}(concurrency_key, status, type, priority, run_at, seq) "
+        "WHERE concurrency_key IS NOT NULL",
+        f"""
+        CREATE TABLE IF NOT EXISTS {t.qualified("_rate_limits")} (
+            type text PRIMARY KEY,
+            max_starts integer NOT NULL,
+            per_ms bigint NOT NULL,
+            window_start bigint NOT NULL DEFAULT 0,
+            started integer NOT NULL DEFAULT 0
+        )
+        """,
+    ]
+
+
+MIGRATIONS: list[Migration] = [
+    (1, _create_v1),
+    (2, _add_schedules),
+    (3, _add_job_record),
+    (4, _add_flow_control),
+]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
 

@@ -62,6 +62,31 @@ rather than moved back to pending)."""
 DUE = "c.type = %(type)s AND c.run_at <= {now}"
 DUE_BY_KEY = f"{DUE} AND (c.pending_slot = %(key)s OR c.live_slot = %(key)s)"
 BY_ID = "c.id = %(job_id)s"
+# Flow control: a job with a concurrency key is a candidate only while fewer than its limit
+# hold the key: the active jobs, plus the due jobs of its type ahead of it in line (those
+# this statement claims first). A full key is found by the first count, a read: a held-back
+# job is never written by a poll. The count is of the statement's snapshot, so the claim
+# also takes one of the key's ``limit`` slots, which the unique index on (key, slot) over
+# active jobs guards: two claimers that raced for the last slot cannot both commit.
+_ACTIVE_OF_KEY = (
+    "(SELECT count(*) FROM {jobs} AS f WHERE f.concurrency_key = c.concurrency_key"
+    " AND f.status = 'active')"
+)
+KEY_HAS_ROOM = (
+    f"(c.concurrency_key IS NULL OR ({_ACTIVE_OF_KEY} < c.concurrency_limit AND "
+    f"{_ACTIVE_OF_KEY} + (SELECT count(*) FROM {{jobs}} AS q"
+    " WHERE q.concurrency_key = c.concurrency_key AND q.status = 'pending'"
+    " AND q.type = c.type AND q.run_at <= {now}"
+    " AND (q.priority, q.run_at, q.seq) < (c.priority, c.run_at, c.seq)) < c.concurrency_limit))"
+)
+# The free slots of key ``r`` in order, the ``r.kn``-th of them for the ``kn``-th job of
+# the key in the batch (none: the job is left pending).
+FREE_SLOT = (
+    "(SELECT s.slot FROM (SELECT g AS slot, row_number() OVER (ORDER BY g) AS rn "
+    "FROM generate_series(0, r.concurrency_limit - 1) AS g WHERE NOT EXISTS ("
+    "SELECT 1 FROM {jobs} AS a WHERE a.concurrency_key = r.concurrency_key "
+    "AND a.status = 'active' AND a.concurrency_slot = g)) AS s WHERE s.rn = r.kn)"
+)
 
 
 def notify(rows: str) -> str:
@@ -101,26 +126,42 @@ def order_by(field: str, descending: bool) -> str:
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
 # key already has an active run; SKIP LOCKED lets concurrent claimers take different rows.
 # Rows past the first %(starting)s are claimed reserved (read ahead of a free worker).
-_CLAIM = """
+_CLAIM = (
+    """
 WITH picked AS (
-    SELECT c.seq, c.priority, c.run_at FROM {jobs} AS c
+    SELECT c.seq, c.priority, c.run_at, c.concurrency_key, c.concurrency_limit
+    FROM {jobs} AS c
     WHERE c.status = 'pending' AND {candidates}
       AND (c.pending_slot IS NULL OR NOT EXISTS (
           SELECT 1 FROM {jobs} AS a WHERE a.active_slot = c.pending_slot))
+      AND """
+    + KEY_HAS_ROOM
+    + """
     ORDER BY c.priority, c.run_at, c.seq
     LIMIT %(limit)s
     FOR UPDATE OF c SKIP LOCKED
 ), ranked AS (
-    SELECT seq, row_number() OVER (ORDER BY priority, run_at, seq) AS n FROM picked
+    SELECT seq, concurrency_key, concurrency_limit,
+        row_number() OVER (ORDER BY priority, run_at, seq) AS n,
+        row_number() OVER (PARTITION BY concurrency_key ORDER BY priority, run_at, seq) AS kn
+    FROM picked
+), slotted AS (
+    SELECT r.seq, r.n, r.concurrency_key,
+        CASE WHEN r.concurrency_key IS NULL THEN NULL ELSE """
+    + FREE_SLOT
+    + """ END AS slot
+    FROM ranked AS r
 )
 UPDATE {jobs} AS j
 SET status = 'active', claim_token = replace(gen_random_uuid()::text, '-', ''),
     attempts = j.attempts + 1, active_slot = j.pending_slot, pending_slot = NULL,
     claimed_at = {now}, heartbeat_at = {now}, updated_at = {now}, lease_owner = %(owner)s,
-    reserved = ranked.n > %(starting)s
-FROM ranked WHERE j.seq = ranked.seq
+    reserved = slotted.n > %(starting)s, concurrency_slot = slotted.slot
+FROM slotted WHERE j.seq = slotted.seq
+    AND (slotted.concurrency_key IS NULL OR slotted.slot IS NOT NULL)
 RETURNING {job_columns}, j.claim_token
 """
+)
 STATEMENTS: dict[str, str] = {
     "claim_due": _CLAIM.replace("{candidates}", DUE),
     "claim_by_key": _CLAIM.replace("{candidates}", DUE_BY_KEY),
@@ -141,11 +182,12 @@ STATEMENTS: dict[str, str] = {
         WITH ins AS (
             INSERT INTO {jobs} (id, type, data, status, priority, run_at, max_attempts,
                 dedupe_key, dedupe_scope, live_slot, pending_slot, created_at, updated_at,
-                backoff, backoff_delay, backoff_max_delay)
+                backoff, backoff_delay, backoff_max_delay, concurrency_key, concurrency_limit)
             VALUES (%(id)s, %(type)s, %(data)s, 'pending', %(priority)s,
                 coalesce(%(run_at)s::timestamptz, {now}), %(max_attempts)s, %(dedupe_key)s,
                 %(dedupe_scope)s, %(live_slot)s, %(pending_slot)s, {now}, {now},
-                %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s)
+                %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s,
+                %(concurrency_key)s, %(concurrency_limit)s)
             ON CONFLICT DO NOTHING
             RETURNING id, type, run_at)
         SELECT ins.id, """

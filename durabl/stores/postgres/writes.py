@@ -59,6 +59,8 @@ def new_row(job: NewJob, channel: str, now: datetime | None) -> dict[str, Any]:
         "backoff": job.backoff.kind,
         "backoff_delay": float(job.backoff.delay),
         "backoff_max_delay": float(job.backoff.max_delay),
+        "concurrency_key": job.concurrency_key,
+        "concurrency_limit": job.concurrency_limit,
         "channel": channel,
         "now": now,
     }
