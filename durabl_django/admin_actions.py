@@ -2,11 +2,13 @@
 
 Every action is two steps: a confirmation page (a GET, or the changelist's action form,
 which changes nothing) and a CSRF-protected POST carrying ``post=yes`` that acts, records
-an admin log entry per job, and redirects with a message saying what happened.
+one admin log entry for the action (not one per job), and redirects with a message saying
+what happened.
 
 A selection is either explicit job ids (``_selected_action``) or every failed job that
-matches the list's filters (``select_across=1``); the latter is resolved in batches when
-the POST arrives, so it covers every page, not just the one on screen.
+matches the list's filters (``select_across=1``); the latter is one store operation when
+the POST arrives (``queue.retry_matching`` / ``queue.delete_matching``), so it covers every
+page, not just the one on screen, and does not call the store once per job.
 """
 
 from __future__ import annotations
@@ -128,11 +130,6 @@ class Selection:
     def empty(self) -> bool:
         return not self.ids and not self.across
 
-    def resolve(self, queue: JobQueue) -> list[str]:
-        if self.across:
-            return JobListing(queue, self.filters).ids()
-        return list(self.ids)
-
     def hidden_fields(self) -> list[tuple[str, str]]:
         fields = list(self.filters.params().items())
         if self.across:
@@ -147,12 +144,18 @@ class Selection:
 class Outcome:
     done: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: Set when the store acted on every match at once: how many it acted on.
+    matched: int | None = None
+
+    @property
+    def done_count(self) -> int:
+        return len(self.done) if self.matched is None else self.matched
 
 
 def summary(action: Action, outcome: Outcome, single_id: str | None = None) -> tuple[int, str]:
     """The message level and text, e.g. "2 retried, 1 skipped: its dedupe key is live."."""
     skipped = sum(outcome.skipped.values())
-    done = len(outcome.done)
+    done = outcome.done_count
     if single_id is not None and done + skipped == 1:
         if done:
             extra = ": it is pending again" if action.name == "retry" else ""
@@ -172,39 +175,78 @@ def summary(action: Action, outcome: Outcome, single_id: str | None = None) -> t
     return (messages.WARNING if skipped else messages.SUCCESS), text + "."
 
 
-def _log(request: HttpRequest, ids: list[str], flag: int, message: str) -> None:
-    """One admin LogEntry per job, in one query (they show under "Recent actions"). The
-    rows are built directly: ``LogEntryManager.log_actions`` needs Django >= 5.1."""
+_LOGGED_IDS = 20  # job ids a log entry's message lists
+
+
+def _log(
+    request: HttpRequest,
+    action: Action,
+    outcome: Outcome,
+    selection: Selection,
+) -> None:
+    """One admin LogEntry for the action, whatever the number of jobs (they show under
+    "Recent actions"): for one job, an entry about that job (linked to its page); for
+    several, one entry saying how many, which filter, and the first ids."""
     user_id = request.user.pk
-    if not ids or user_id is None:
+    count = outcome.done_count
+    if not count or user_id is None:
         return
-    content_type = ContentType.objects.get_for_model(Job)
-    LogEntry.objects.bulk_create(
-        LogEntry(
-            user_id=user_id,
-            content_type=content_type,
-            object_id=job_id,
-            object_repr=job_id[:200],
-            action_flag=flag,
-            change_message=message,
-        )
-        for job_id in ids
+    flag = CHANGE if action.name == "retry" else DELETION
+    verb = "Retried" if action.name == "retry" else "Deleted"
+    if count == 1 and outcome.done:
+        job_id = outcome.done[0]
+        object_id: str | None = job_id
+        title = job_id
+        message = f"{verb} from the admin." if action.name == "retry" else ""
+    else:
+        object_id = None
+        title = f"{count} failed job{'s' if count != 1 else ''}"
+        message = f"{verb} {title} from the admin"
+        described = selection.filters.describe()
+        if selection.across:
+            message += f": every failed job {described}" if described else ": every failed job"
+        shown = outcome.done[:_LOGGED_IDS]
+        if shown:
+            more = count - len(shown)
+            message += ": " + ", ".join(shown) + (f" and {more} more" if more else "")
+        message += "."
+    LogEntry.objects.create(
+        user_id=user_id,
+        content_type=ContentType.objects.get_for_model(Job),
+        object_id=object_id,
+        object_repr=title[:200],
+        action_flag=flag,
+        change_message=message,
     )
 
 
-def run(request: HttpRequest, action: Action, ids: list[str]) -> Outcome:
-    queue = get_job_queue()
-    outcome = Outcome()
-    for job_id in ids:
-        reason = action.perform(queue, job_id)
-        if reason is None:
-            outcome.done.append(job_id)
-        else:
-            outcome.skipped[reason] += 1
+def _act_on_matches(queue: JobQueue, action: Action, filters: JobFilters) -> Outcome:
+    """Every failed job matching ``filters``, in one store operation."""
+    selected = {k: v for k, v in filters.queue_filters().items() if v is not None}
     if action.name == "retry":
-        _log(request, outcome.done, CHANGE, "Retried from the admin.")
+        selected.pop("status", None)
+        done = queue.retry_matching(**selected)
+        outcome = Outcome(matched=done)
+        left = queue.count_jobs(**filters.queue_filters())  # their dedupe keys are live
+        if left:
+            outcome.skipped["key-live"] = left
+        return outcome
+    return Outcome(matched=queue.delete_matching(**selected))
+
+
+def run(request: HttpRequest, action: Action, selection: Selection) -> Outcome:
+    queue = get_job_queue()
+    if selection.across:
+        outcome = _act_on_matches(queue, action, selection.filters)
     else:
-        _log(request, outcome.done, DELETION, "")
+        outcome = Outcome()
+        for job_id in selection.ids:
+            reason = action.perform(queue, job_id)
+            if reason is None:
+                outcome.done.append(job_id)
+            else:
+                outcome.skipped[reason] += 1
+    _log(request, action, outcome, selection)
     return outcome
 
 
@@ -262,12 +304,12 @@ def confirmation(
 def _finish(
     request: HttpRequest,
     action: Action,
-    ids: list[str],
+    selection: Selection,
     to: str | Callable[[], str],
     single: str | None = None,
 ) -> HttpResponse:
     """Act, say what happened, and go to ``to`` (called after acting, when a function)."""
-    level, text = summary(action, run(request, action, ids), single)
+    level, text = summary(action, run(request, action, selection), single)
     messages.add_message(request, level, text)
     return HttpResponseRedirect(to if isinstance(to, str) else to())
 
@@ -290,7 +332,7 @@ def bulk_action(
     if confirmed is None:
         confirmed = request.method == "POST" and request.POST.get("post") == "yes"
     if confirmed:
-        return _finish(request, action, selection.resolve(get_job_queue()), selection.back_url())
+        return _finish(request, action, selection, selection.back_url())
     return confirmation(
         model_admin,
         request,
@@ -312,7 +354,7 @@ def single_action(
         to: str | Callable[[], str] = admin_url("job_changelist")
         if name == "retry":  # the job's page, under the list it is in now
             to = lambda: current_detail_url(job_id)  # noqa: E731
-        return _finish(request, action, [job_id], to, single=job_id)
+        return _finish(request, action, Selection(ids=(job_id,)), to, single=job_id)
     job = get_job_queue().get_job(job_id)
     if job is None:
         return missing_job(request, job_id)

@@ -276,3 +276,74 @@ def test_summary_wording() -> None:
     two.skipped.update({"key-live": 2})
     assert summary(retry, two)[1] == "0 retried, 2 skipped: their dedupe keys are live."
     assert summary(delete, Outcome())[1] == "No failed jobs matched: nothing was deleted."
+
+
+def test_a_bulk_action_writes_one_log_entry(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    ids = fail_jobs(queue, 60)
+    confirm(csrf_client, reverse(DELETE), {"_selected_action": ids})
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.action_flag == DELETION and entry.object_id is None
+    assert entry.object_repr == "60 failed jobs"
+    assert entry.change_message.startswith(f"Deleted 60 failed jobs from the admin: {ids[0]}, ")
+    assert entry.change_message.endswith(" and 40 more.")
+    index = csrf_client.get(reverse("admin:index")).content.decode()
+    assert "60 failed jobs" in index
+
+
+def test_retry_all_matching_is_one_store_operation_and_one_log_entry(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser, monkeypatch: Any
+) -> None:
+    emails = fail_jobs(queue, 30, "email")
+    [blocked] = fail_jobs(queue, 1, "email", dedupe="k")
+    queue.enqueue("email", {}, dedupe_key="k")  # its key is live: it stays failed
+    fail_jobs(queue, 1, "report")
+    calls: list[dict[str, Any]] = []
+    real = queue.retry_matching
+
+    def one_by_one(job_id: str) -> bool:
+        raise AssertionError("retry all matching must not retry job by job")
+
+    def counted(**filters: Any) -> int:
+        calls.append(filters)
+        return real(**filters)
+
+    monkeypatch.setattr(queue, "retry", one_by_one)
+    monkeypatch.setattr(queue, "retry_matching", counted)
+    monkeypatch.setattr(durabl_django, "get_queue", lambda: queue)
+    response = confirm(csrf_client, reverse(RETRY), {"type": "email", "select_across": "1"})
+    assert calls == [{"type": "email"}]
+    assert messages_of(response) == ["30 retried, 1 skipped: its dedupe key is live."]
+    assert set(statuses(queue, emails)) == {"pending"}
+    assert statuses(queue, [blocked]) == ["failed"]
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.action_flag == CHANGE and entry.object_repr == "30 failed jobs"
+    assert 'every failed job of type "email"' in entry.change_message
+
+
+def test_delete_all_matching_is_one_store_operation(
+    csrf_client: Client, queue: JobQueue, monkeypatch: Any
+) -> None:
+    fail_jobs(queue, 5, "email")
+    kept = fail_jobs(queue, 1, "report")
+    pending = queue.enqueue("email", {})
+
+    def one_by_one(job_id: str) -> bool:
+        raise AssertionError("delete all matching must not delete job by job")
+
+    monkeypatch.setattr(queue, "delete", one_by_one)
+    monkeypatch.setattr(durabl_django, "get_queue", lambda: queue)
+    response = confirm(csrf_client, reverse(DELETE), {"type": "email", "select_across": "1"})
+    assert messages_of(response) == ["5 deleted."]
+    assert queue.count_jobs(status="failed") == 1 and statuses(queue, kept) == ["failed"]
+    assert statuses(queue, [pending]) == ["pending"]  # only failed jobs are in the list
+
+
+def test_forged_bulk_posts_are_refused(client: Client, queue: JobQueue) -> None:
+    ids = fail_jobs(queue, 2)
+    client.force_login(make_user("viewer", "view_job"))
+    for url in (reverse(RETRY), reverse(DELETE)):
+        data = {"post": "yes", "select_across": "1"}
+        assert client.post(url, data).status_code == 403
+    assert statuses(queue, ids) == ["failed", "failed"]
