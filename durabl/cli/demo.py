@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from durabl.cli.common import connect_timeout
 from durabl.model.abort import JobContext
 from durabl.model.exceptions import FatalJobError
 from durabl.model.job import Job, JobEvent, JobHandle, QueueStats
@@ -231,7 +232,8 @@ def open_backend(url: str) -> tuple[Backend, str]:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in MONGO_SCHEMES:
         name = f"durabl_demo_{uuid.uuid4().hex[:8]}"
-        return backend_from_url(url, collection=name), f"{url} (collection {name})"
+        store = backend_from_url(url, collection=name, connect_timeout=connect_timeout())
+        return store, f"{url} (collection {name})"
     if scheme == "sqlite":
         path = Path(sqlite_path(url))
         if url == DEFAULT_DEMO_URL:  # the demo's own file: start it afresh each run
@@ -280,7 +282,10 @@ def run_demo(
     counter = EventCounter()
     queue = JobQueue(backend, visibility_timeout=VISIBILITY_TIMEOUT, on_job_event=counter)
     started = time.monotonic()
+    reached = False  # an unreachable store is waited for once, not again to drop the demo's data
     try:
+        queue.startup()
+        reached = True
         victim = crash(queue)
         stored = 1 + sum(queue.enqueue(t, d, **o) is not None for t, d, o in workload(jobs))
         header = [
@@ -317,7 +322,7 @@ def run_demo(
         return 130 if ending == "interrupted" else 1
     finally:
         queue.shutdown(SHUTDOWN_TIMEOUT)
-        if isinstance(backend, MongoJobQueue):
+        if reached and isinstance(backend, MongoJobQueue):
             with contextlib.suppress(Exception):  # never hide the error that got us here
                 backend.drop()
         backend.close()
