@@ -35,10 +35,9 @@ from durabl.model.job import (
     ReapReport,
     StartReaperResult,
 )
-from durabl.model.options import validate_enqueue
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
-from durabl.runtime.declared import declared_types
+from durabl.runtime.declared import declared_types, validate_enqueue
 from durabl.runtime.decorator import DeclaredJob
 from durabl.runtime.globals import (
     create_job_queue,

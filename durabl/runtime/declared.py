@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from durabl.model.clock import Seconds
+from durabl.model.clock import SYSTEM_CLOCK, Seconds
 from durabl.model.declared import TypeOptions
+from durabl.model.options import build_new_job
 from durabl.runtime.run import Handler
 
 
@@ -109,3 +110,18 @@ registry = Registry()
 def declared_types() -> list[str]:
     """``durabl.declared_types()``: every job type declared in this process, sorted."""
     return registry.types()
+
+
+def validate_enqueue(type: str, data: Any, **options: Any) -> None:
+    """``durabl.validate_enqueue``: check a job and its enqueue options as
+    ``JobQueue.enqueue`` would, the type's declared defaults and schema included, writing
+    nothing: ``PayloadValidationError`` for data its schema refuses, ``TypeError`` for a
+    payload no store can hold, ``ValueError`` for a bad option, ``DocumentTooLargeError``
+    over the size budget. For callers that enqueue later (for example after a database
+    transaction commits) and want errors at the call site."""
+    given = {name: value for name, value in options.items() if value is not None}
+    declared = registry.options(type)
+    if declared is not None:
+        data = declared.stored_data(data)
+        given = declared.enqueue_options(given)
+    build_new_job(type, data, now=SYSTEM_CLOCK.now(), **given)

@@ -57,3 +57,13 @@ def test_a_bad_durabl_option_raises_at_the_django_decorator(declared: None) -> N
     with pytest.raises(TypeError):
         durabl_django.job("dj-bad", no_such_option=1)
     assert "dj-bad" not in durabl.declared_types()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_checks_the_schema_at_the_call_site(
+    queue: JobQueue, declared: None
+) -> None:
+    durabl_django.job("dj-later", schema=Signup)(lambda job, ctx: None)
+    with pytest.raises(PayloadValidationError, match="email"):
+        durabl_django.enqueue_on_commit("dj-later", {"plan": "pro"})
+    durabl.validate_enqueue("dj-later", {"email": "a@example.com"})  # valid: no error
