@@ -192,3 +192,38 @@ def test_mongodb_waits_at_most_eight_seconds_for_a_server_unless_told() -> None:
     finally:
         bounded.close()
         chosen.close()
+
+
+@pytest.mark.skipif(not hasattr(JobQueue, "cancel"), reason="queue.cancel not in this tree yet")
+def test_cancel(url: str) -> None:
+    pending = json.loads(durabl_cli("jobs", "--status", "pending", "--json", url=url).stdout)
+    job_id = pending[0]["id"]
+    cancelled = durabl_cli("cancel", job_id, "--reason", "ops", "--json", url=url)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["cancelled"] == 1
+    again = durabl_cli("cancel", job_id, url=url)
+    assert again.returncode == 1 and f"not cancelled: {job_id}" in again.stdout
+
+
+@pytest.mark.skipif(not hasattr(JobQueue, "prune"), reason="queue.prune not in this tree yet")
+def test_prune(url: str) -> None:
+    queue = JobQueue(backend_from_url(url))
+    queue.register("b", lambda job, ctx: None)
+    queue.run_pending("b")
+    queue.backend.close()
+    kept = durabl_cli("prune", "--older-than", "7d", "--json", url=url)
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout) == {"pruned": 0}
+    time.sleep(0.01)  # the completion is now older than 1 ms
+    pruned = durabl_cli("prune", "--older-than", "0.001", url=url)
+    assert pruned.stdout.strip() == "pruned 1 job(s)"
+    assert durabl_cli("prune", "--older-than", "soon", url=url).returncode == 2
+
+
+def test_durations_for_prune() -> None:
+    from durabl.cli.ops import duration_arg
+
+    assert duration_arg("7d").total_seconds() == 7 * 86400
+    assert duration_arg("12h").total_seconds() == 12 * 3600
+    assert duration_arg("30m").total_seconds() == 1800
+    assert duration_arg("90").total_seconds() == 90
