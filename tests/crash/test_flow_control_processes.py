@@ -1,0 +1,130 @@
+"""Flow control across real processes over one store (a SQLite file; PostgreSQL tables of
+the test's own): two worker processes of four threads each. A concurrency key's limit and
+a type's rate limit hold engine-wide. The proof reads each job's attempt history: its
+claim and the write that ended it, on the store's clock, bound the time it was active."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from durabl import JobQueue, backend_from_url
+from tests.crash.test_crash_recovery import ROOT, settled, url, wait_until
+
+__all__ = ["url"]  # the store fixture, shared with the crash tests
+
+pytestmark = pytest.mark.slow
+
+
+class Worker:
+    """One ``tests.crash.flow_proc`` subprocess."""
+
+    def __init__(self, url: str, log: Path, hold: float) -> None:
+        self.log = log
+        self.popen = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tests.crash.flow_proc"),
+                *("--url", url, "--log", str(log), "--threads", "4", "--hold", str(hold)),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def ready(self) -> bool:
+        if self.popen.poll() is not None:
+            err = self.popen.stderr.read().decode() if self.popen.stderr else ""
+            raise AssertionError(f"worker exited early: {err}")
+        return self.log.exists() and "ready" in self.log.read_text()
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        if self.popen.stderr:
+            self.popen.stderr.close()
+
+
+@pytest.fixture
+def queue(url: str) -> Iterator[JobQueue]:
+    q = JobQueue(backend_from_url(url))
+    q.startup()  # the schema exists before the workers start
+    yield q
+    q.backend.close()
+
+
+def run_workers(url: str, tmp_path: Path, queue: JobQueue, hold: float, count: int) -> None:
+    workers = [Worker(url, tmp_path / f"w{n}.log", hold) for n in range(2)]
+    try:
+        wait_until(lambda: all(w.ready() for w in workers), timeout=60)
+        wait_until(lambda: queue.count_jobs(status="completed") == count, timeout=120)
+        assert settled(queue)
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def spans(queue: JobQueue) -> dict[str, list[tuple[datetime, datetime, str]]]:
+    """Each completed job's one claim: (claimed, ended, worker), by its data's key."""
+    by_key: dict[str, list[tuple[datetime, datetime, str]]] = defaultdict(list)
+    for job in queue.list_jobs(type="flow", limit=0):
+        assert job.status == "completed"
+        (attempt,) = job.attempt_history  # ran exactly once
+        assert attempt.started_at is not None
+        by_key[job.data["key"]].append((attempt.started_at, attempt.ended_at, attempt.worker or ""))
+    return by_key
+
+
+def most_at_once(intervals: list[tuple[datetime, datetime, str]]) -> int:
+    """The most intervals open at one instant (an end and a start at the same instant do
+    not overlap: the slot was freed, then taken)."""
+    events = sorted([(s, 1) for s, _, _ in intervals] + [(e, -1) for _, e, _ in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.timeout(240)
+def test_a_key_never_runs_more_than_its_limit_across_processes(
+    url: str, tmp_path: Path, queue: JobQueue
+) -> None:
+    limits = {"a": 1, "b": 1, "c": 1, "d": 2}
+    for n in range(80):
+        key = "abcd"[n % 4]
+        queue.enqueue(
+            "flow", {"key": key, "n": n}, concurrency_key=key, concurrency_limit=limits[key]
+        )
+    run_workers(url, tmp_path, queue, hold=0.03, count=80)
+    by_key = spans(queue)
+    assert {key: len(v) for key, v in by_key.items()} == {"a": 20, "b": 20, "c": 20, "d": 20}
+    for key, intervals in by_key.items():
+        assert most_at_once(intervals) <= limits[key], key
+    assert most_at_once(by_key["d"]) == 2  # the limit is a limit, not a lock
+    every = [i for v in by_key.values() for i in v]
+    assert most_at_once(every) > 2  # different keys ran side by side
+    assert len({w for _, _, w in every}) == 2  # both processes took part
+
+
+@pytest.mark.timeout(240)
+def test_a_rate_limit_holds_across_processes(url: str, tmp_path: Path, queue: JobQueue) -> None:
+    queue.set_rate_limit("flow", 4, 1)
+    for n in range(24):
+        queue.enqueue("flow", {"key": "r", "n": n})
+    run_workers(url, tmp_path, queue, hold=0.0, count=24)
+    starts = [s for s, _, _ in spans(queue)["r"]]
+    per_window = Counter(int(s.timestamp()) for s in starts)
+    assert max(per_window.values()) <= 4
+    assert len(per_window) >= 6
