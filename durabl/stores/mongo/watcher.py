@@ -36,6 +36,7 @@ from durabl.stores.mongo.changestream import (
     claimable_pipeline,
     classify,
 )
+from durabl.stores.mongo.retry import reason as one_line
 
 if TYPE_CHECKING:
     from durabl.stores.mongo.store import MongoStore
@@ -262,7 +263,7 @@ class Watcher:
             self._forget_token()
         self._close_stream()
         self._report_error(exc, 0)
-        reason = f"reconnecting the change stream after: {exc}"
+        reason = f"reconnecting the change stream after: {one_line(exc)}"
         self._set_state("reconnecting", reason)
         self._listener.push_mode("poll", reason)
 
@@ -309,10 +310,10 @@ class Watcher:
             if isinstance(exc, PyMongoError) and self._last_kind != "fatal":
                 reason = (
                     f"gave up after {self._attempt} failed attempts to open the change "
-                    f"stream: {exc}"
+                    f"stream: {one_line(exc)}"
                 )
             else:
-                reason = f"the change stream cannot be opened: {exc}"
+                reason = f"the change stream cannot be opened: {one_line(exc)}"
             self._fall_back(reason, exc)
             return False
         self._stream = stream
@@ -508,7 +509,7 @@ class Watcher:
             kind,
             attempt,
             self.settings.max_retries,
-            exc,
+            one_line(exc),
         )
         self._emit(
             "changestream-error",
