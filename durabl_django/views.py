@@ -362,6 +362,99 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
 # -- detail -----------------------------------------------------------------------------
 
 
+def _duration(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return ""
+    return humanize_seconds(max((end - start).total_seconds(), 0.0))
+
+
+def _attempt_of(history: tuple[Any, ...], at: datetime) -> int | None:
+    """The number of the recorded attempt whose run covers ``at``."""
+    for attempt in history:
+        started = attempt.started_at
+        if started is not None and started <= at <= attempt.ended_at:
+            return int(attempt.number)
+    return None
+
+
+def _timeline(job: Job[Any], empty: str) -> list[dict[str, str]]:
+    """The attempt history, oldest first: number, worker, start, duration, outcome, error."""
+    return [
+        {
+            "number": str(a.number),
+            "worker": a.worker or empty,
+            "started": format_time(a.started_at) or empty,
+            "ended": format_time(a.ended_at),
+            "duration": _duration(a.started_at, a.ended_at) or empty,
+            "outcome": str(a.outcome),
+            "error": a.error or "",
+        }
+        for a in job_value(job, "attempt_history") or ()
+    ]
+
+
+def _steps(job: Job[Any], empty: str) -> list[dict[str, str]]:
+    """The orchestration's journaled steps and sleeps: name, the attempt that ran it, how
+    long it took (from the previous entry of that attempt, or the attempt's start), and
+    whether a later attempt was served it from the journal ("replayed")."""
+    if not job.journal:
+        return []
+    from durabl.orchestrator.journal import decode
+
+    records, _ = decode(job.journal)
+    history = job_value(job, "attempt_history") or ()
+    starts = {int(a.number): a.started_at for a in history if a.started_at is not None}
+    last_attempt = max([job.attempts, *starts], default=0)
+    steps = []
+    previous: dict[int, datetime] = {}
+    for record in records:
+        attempt = record.attempt
+        start = None
+        if attempt is not None:
+            start = previous.get(attempt, starts.get(attempt))
+            if record.at is not None:
+                previous[attempt] = record.at
+        replayed = attempt is not None and attempt < last_attempt
+        steps.append(
+            {
+                "seq": str(record.seq),
+                "name": record.name,
+                "kind": record.kind,
+                "attempt": str(attempt) if attempt is not None else empty,
+                "at": format_time(record.at) or empty,
+                "duration": _duration(start, record.at) or empty,
+                "replayed": f"replayed in attempt {last_attempt}" if replayed else "",
+            }
+        )
+    return steps
+
+
+def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
+    """Duration and, for an active job, who runs it and until when its lease holds."""
+    fields: list[tuple[str, str]] = []
+    history = job_value(job, "attempt_history") or ()
+    if history:
+        last = history[-1]
+        fields.append(("Runs recorded", str(len(history))))
+        if job.status != "active":
+            fields.append(("Last run took", _duration(last.started_at, last.ended_at) or empty))
+    if job.status in ("completed", "failed", "superseded", "cancelled"):
+        fields.append(("Created to finished", _duration(job.created_at, job.updated_at)))
+    if job.status == "active":
+        for label, name in (("Worker", "worker"), ("Last heartbeat", "heartbeat_at")):
+            if name in _JOB_FIELDS:
+                value = job_value(job, name)
+                text = format_time(value, zone=True) if isinstance(value, datetime) else value
+                fields.append((label, text or empty))
+        if "lease_expires_at" in _JOB_FIELDS:
+            expires = job_value(job, "lease_expires_at")
+            text = format_time(expires, zone=True) or empty
+            if expires is not None and expires < timezone.now():
+                text += " (expired: the reaper will recover it)"
+            fields.append(("Lease expires", text))
+    return fields
+
+
 def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) -> HttpResponse:
     """Everything a job carries; retry/delete buttons for a failed job the user may act on."""
     require(request)
@@ -390,13 +483,27 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
             "Backoff",
             f"{job.backoff}, {job.backoff_delay:g} s base, at most {job.backoff_max_delay:g} s",
         ),
+        *_run_fields(job, empty),
     ]
+    history = job_value(job, "attempt_history") or ()
+    has_result = "result" in _JOB_FIELDS and job.status == "completed"
     context = {
         **base_context(model_admin, request, f"Job {job.id}"),
         "job": job,
         "fields": fields,
         "payload": format_payload(job.data),
-        "logs": [(format_time(entry.at, zone=True), entry.message) for entry in job.logs],
+        "logs": [
+            (
+                format_time(entry.at, zone=True),
+                str(_attempt_of(history, entry.at) or empty),
+                entry.message,
+            )
+            for entry in job.logs
+        ],
+        "timeline": _timeline(job, empty),
+        "steps": _steps(job, empty),
+        "has_result": has_result,
+        "result": format_payload(job_value(job, "result")) if has_result else "",
         "section_title": TITLES[job.status] if section else "",
         "section_url": admin_url(f"{section}_changelist") if section else "",
         "retry_url": admin_url("job_retry_one", job.id)

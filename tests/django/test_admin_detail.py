@@ -1,0 +1,105 @@
+"""A job's page: attempt history, orchestration steps, duration, and for an active job its
+worker, last heartbeat and lease expiry. Every value escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+import durabl_django
+from durabl import JobQueue
+from durabl.orchestrator.journal import sleep_entry, step_entry
+from tests.django.test_admin_helpers import XSS, fail_jobs
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queue() -> JobQueue:
+    return durabl_django.get_queue()
+
+
+def page_of(client: Client, job_id: str) -> str:
+    response = client.get(reverse("admin:durabl_django_job_detail", args=[job_id]), follow=True)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def field(page: str, label: str) -> str:
+    match = re.search(rf"<label>{label}:</label><div class=\"readonly\">([^<]*)</div>", page)
+    assert match is not None, f"no field {label!r}"
+    return html.unescape(match.group(1))
+
+
+def attempt_rows(page: str) -> list[str]:
+    return re.findall(r'<tr class="durabl-attempt durabl-outcome-([\w-]+)">', page)
+
+
+def test_attempt_history_survives_an_admin_retry(admin_client: Client, queue: JobQueue) -> None:
+    [job_id] = fail_jobs(queue, 1, reason="first")
+    assert queue.retry(job_id)
+    assert queue.run_pending("email") == 1  # fails again
+    page = page_of(admin_client, job_id)
+    assert field(page, "Attempts") == "1 of 1"
+    assert field(page, "Runs recorded") == "2"
+    assert attempt_rows(page) == ["failed", "failed"]
+    assert "Created to finished" in page and "Last run took" in page
+
+
+def test_a_job_without_runs_says_so(admin_client: Client, queue: JobQueue) -> None:
+    job_id = queue.enqueue("email", {})
+    assert job_id is not None
+    page = page_of(admin_client, job_id)
+    assert "No finished attempt recorded yet." in page
+    assert "Orchestration steps" not in page
+
+
+def test_active_job_shows_worker_heartbeat_and_lease(admin_client: Client, queue: JobQueue) -> None:
+    handle = queue.claim_or_enqueue("report", {"n": 1})
+    assert handle is not None
+    page = page_of(admin_client, handle.id)
+    assert field(page, "Worker")  # the claiming process's lease owner
+    assert field(page, "Last heartbeat").endswith(" UTC")
+    lease = field(page, "Lease expires")
+    assert lease.endswith(" UTC") and "expired" not in lease
+
+
+def test_orchestration_steps_with_attempt_duration_and_replayed(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    handle = queue.claim_or_enqueue("flow", {})
+    assert handle is not None
+    at = datetime.now(timezone.utc)
+    entries = [
+        step_entry(0, "charge card", {"ok": True}, key="k0", at=at, attempt=1),
+        step_entry(1, XSS, None, key="k1", at=at + timedelta(seconds=4), attempt=1),
+        sleep_entry(2, "wait", at + timedelta(hours=1), at=at + timedelta(seconds=5), attempt=2),
+    ]
+    assert handle.append_journal(entries, position=0) == "applied"
+    page = page_of(admin_client, handle.id)
+    assert "Orchestration steps" in page
+    steps = re.findall(r'<tr class="durabl-step">(.*?)</tr>', page, re.S)
+    assert len(steps) == 3
+    assert "charge card" in steps[0] and html.escape(XSS) in steps[1]
+    assert XSS not in page
+    assert ">4 s</td>" in steps[1]  # since the step before it in the same attempt
+    assert "replayed in attempt" not in steps[2]
+    assert "(sleep)" in steps[2]
+
+
+def test_replayed_marks_steps_of_an_earlier_attempt(admin_client: Client, queue: JobQueue) -> None:
+    handle = queue.claim_or_enqueue("flow2", {}, max_attempts=3)
+    assert handle is not None
+    at = datetime.now(timezone.utc)
+    entry = step_entry(0, "send", None, key="k0", at=at, attempt=handle.attempts)
+    assert handle.append_journal([entry], position=0) == "applied"
+    assert handle.fail("transient", retry_at=at) == "retry-scheduled"
+    [again] = queue.backend.claim("flow2", limit=1, lease_owner="w2")
+    page = page_of(admin_client, again.id)
+    [step] = re.findall(r'<tr class="durabl-step">(.*?)</tr>', page, re.S)
+    assert f"replayed in attempt {again.attempts}" in step
