@@ -37,7 +37,7 @@ from durabl.model.job import (
 )
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
-from durabl.runtime.declared import declared_types, validate_enqueue
+from durabl.runtime.declared import declared_types, get_declaration, validate_enqueue
 from durabl.runtime.decorator import DeclaredJob
 from durabl.runtime.globals import (
     create_job_queue,
@@ -85,6 +85,7 @@ __all__ = [
     "FAILURE_KINDS",
     "FailureKind",
     "FatalJobError",
+    "get_declaration",
     "get_default_queue",
     "global_queue",
     "Handler",

@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
+import durabl
 from durabl import Job, JobEvent, JobQueue
 from durabl_django.registry import JobSpec, registry
 
@@ -77,8 +78,19 @@ def _is_durabl_backend(candidate: object) -> bool:
 
 
 def declared_jobs() -> dict[str, JobSpec]:
-    """Every job type this project declares: ``@job`` handlers and django.tasks queues."""
+    """Every job type this project declares: ``@job`` handlers (``durabl_django.job`` and
+    plain ``@durabl.job``: one registry) and django.tasks queues."""
     specs = registry.specs()
+    for name in durabl.declared_types():
+        declaration = durabl.get_declaration(name)
+        if name not in specs and declaration is not None:
+            specs[name] = JobSpec(
+                name,
+                declaration.handler,
+                declaration.concurrency,
+                declaration.poll_interval,
+                declaration.heartbeat_interval,
+            )
     for spec in task_specs():
         known = specs.get(spec.type)
         if known is None:

@@ -125,3 +125,10 @@ def validate_enqueue(type: str, data: Any, **options: Any) -> None:
         data = declared.stored_data(data)
         given = declared.enqueue_options(given)
     build_new_job(type, data, now=SYSTEM_CLOCK.now(), **given)
+
+
+def get_declaration(type: str) -> Declaration | None:
+    """``durabl.get_declaration(type)``: how ``type`` was declared in this process
+    (``.handler``, ``.concurrency``, ``.poll_interval``, ``.heartbeat_interval``,
+    ``.options``), or None."""
+    return registry.get(type)

@@ -67,3 +67,16 @@ def test_enqueue_on_commit_checks_the_schema_at_the_call_site(
     with pytest.raises(PayloadValidationError, match="email"):
         durabl_django.enqueue_on_commit("dj-later", {"plan": "pro"})
     durabl.validate_enqueue("dj-later", {"email": "a@example.com"})  # valid: no error
+
+
+def test_runworkers_also_runs_types_declared_with_plain_durabl_job(declared: None) -> None:
+    from durabl_django.workers import declared_jobs
+
+    @durabl.job("dj-plain", concurrency=3)
+    def plain(job: durabl.Job[Any], ctx: durabl.JobContext) -> None: ...
+
+    try:
+        spec = declared_jobs()["dj-plain"]
+        assert (spec.handler, spec.concurrency) == (plain.declaration.handler, 3)
+    finally:
+        durabl_registry.remove("dj-plain")
