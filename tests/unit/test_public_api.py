@@ -52,6 +52,9 @@ API_NAMES = [
     "get_default_queue",
     "create_job_queue",
     "global_queue",
+    "job",
+    "declared_types",
+    "PayloadValidationError",
 ]
 
 
