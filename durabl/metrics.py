@@ -209,6 +209,13 @@ def install(
     return QueueMetrics(queue, registry, gauge_interval)
 
 
+def new_registry() -> CollectorRegistry:
+    """A registry of its own (for one queue's metrics beside an app's default registry)."""
+    from prometheus_client import CollectorRegistry
+
+    return CollectorRegistry()
+
+
 def serve(port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None) -> None:
     """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
     from prometheus_client import REGISTRY, start_http_server

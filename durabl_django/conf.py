@@ -30,6 +30,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "ADMIN_LAG_THRESHOLD": 300,
     "SHUTDOWN_TIMEOUT": 30,
     "SCHEDULES": {},
+    "METRICS_TOKEN": None,
 }
 
 #: What each key must hold, in words (for the E002 message).
@@ -44,6 +45,7 @@ EXPECTED: Final[Mapping[str, str]] = {
     "ADMIN_LAG_THRESHOLD": "a positive number of seconds or a timedelta",
     "SHUTDOWN_TIMEOUT": "a positive number of seconds or a timedelta",
     "SCHEDULES": "a dict of schedule name -> dict of durabl.schedule() arguments with 'type'",
+    "METRICS_TOKEN": "a non-empty token string or None",
 }
 
 _DURATIONS: Final = ("VISIBILITY_TIMEOUT", "ADMIN_LAG_THRESHOLD", "SHUTDOWN_TIMEOUT")
@@ -62,6 +64,7 @@ class DurablSettings:
     ADMIN_LAG_THRESHOLD: float | timedelta
     SCHEDULES: Mapping[str, Mapping[str, Any]]
     SHUTDOWN_TIMEOUT: float | timedelta
+    METRICS_TOKEN: str | None
 
     def __init__(self) -> None:
         self._cached: set[str] = set()

@@ -33,6 +33,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         assert durabl_settings.ADMIN_LAG_THRESHOLD == 300
         assert durabl_settings.SHUTDOWN_TIMEOUT == 30
         assert durabl_settings.SCHEDULES == {}
+        assert durabl_settings.METRICS_TOKEN is None
     assert set(DEFAULTS) == {
         "URL",
         "DATABASE",
@@ -44,6 +45,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         "ADMIN_LAG_THRESHOLD",
         "SHUTDOWN_TIMEOUT",
         "SCHEDULES",
+        "METRICS_TOKEN",
     }
 
 
