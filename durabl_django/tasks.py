@@ -21,8 +21,9 @@ is ``{"path", "args", "kwargs", "backend", "queue_name", "priority", "run_after"
 - ``MAX_ATTEMPTS`` (default 1: a task that raises is ``FAILED``, as Django expects) is the
   job's ``max_attempts``; with more, a failed attempt is retried with durabl's backoff.
 - ``get_result(id)`` maps the job: pending -> READY, active -> RUNNING, completed ->
-  SUCCESSFUL, failed (or superseded) -> FAILED, with one ``TaskError`` per failed attempt
-  (from the job's log). Return values are not stored: ``return_value`` is always None.
+  SUCCESSFUL, failed (or superseded, or cancelled) -> FAILED, with one ``TaskError`` per
+  failed attempt (from the job's log). Return values are not stored: ``return_value`` is
+  always None.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ STATUSES: Mapping[str, TaskResultStatus] = {
     "completed": SUCCESSFUL,
     "failed": FAILED,
     "superseded": FAILED,
+    "cancelled": FAILED,  # django.tasks has no cancelled status: the task did not run to the end
 }
 
 
@@ -245,7 +247,7 @@ def task_result(
                 traceback=job.fail_reason or f"job failed ({job.failure_kind})",
             )
         )
-    terminal = job.status in ("completed", "failed", "superseded")
+    terminal = job.status in ("completed", "failed", "superseded", "cancelled")
     claimed_at = job.updated_at if job.status == "active" else None
     data = job.data
     return TaskResult(

@@ -39,6 +39,8 @@ __all__ = [
     "FailFatalJobResult",
     "ReleaseJobResult",
     "HeartbeatResult",
+    "CancelOutcome",
+    "CANCELLED",
     "JournalAppendResult",
     "FencedWrites",
     "JobHandle",
@@ -59,13 +61,20 @@ T = TypeVar("T")
 
 BackoffKind = _backoff.BackoffKind
 
-JobStatus = Literal["pending", "active", "completed", "failed", "superseded"]
-TerminalStatus = Literal["completed", "failed", "superseded"]
+JobStatus = Literal["pending", "active", "completed", "failed", "superseded", "cancelled"]
+TerminalStatus = Literal["completed", "failed", "superseded", "cancelled"]
 FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
 DedupeScope = Literal["pending+active", "pending"]
 
-STATUSES: tuple[JobStatus, ...] = ("pending", "active", "completed", "failed", "superseded")
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded")
+STATUSES: tuple[JobStatus, ...] = (
+    "pending",
+    "active",
+    "completed",
+    "failed",
+    "superseded",
+    "cancelled",
+)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded", "cancelled")
 FAILURE_KINDS: tuple[FailureKind, ...] = (
     "retries-exhausted",
     "fatal",
@@ -85,6 +94,7 @@ DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
 
 ResultStatus = Literal[
     "completed",
+    "cancelled",
     "retry-scheduled",
     "failed-terminal",
     "superseded",
@@ -239,7 +249,14 @@ CompleteJobResult = JobResult
 FailJobResult = JobResult
 FailFatalJobResult = JobResult
 ReleaseJobResult = JobResult
-HeartbeatResult = Literal["applied", "lease-lost"]
+#: ``cancel-requested``: renewed, and :meth:`durabl.JobQueue.cancel` asked the run to stop.
+HeartbeatResult = Literal["applied", "lease-lost", "cancel-requested"]
+#: What :meth:`durabl.stores.base.Backend.cancel` did: a pending job ``cancelled`` at
+#: once, an active one's cancellation ``requested``, or nothing (``not-cancellable``: the
+#: job is terminal, missing, or its cancellation was already requested).
+CancelOutcome = Literal["cancelled", "requested", "not-cancellable"]
+#: The reason a cancelled job keeps, and its run's abort reason.
+CANCELLED = "cancelled"
 JournalAppendResult = Literal["applied", "lease-lost"]
 
 
@@ -394,6 +411,7 @@ class QueueStats:
     completed: int = 0
     failed: int = 0
     superseded: int = 0
+    cancelled: int = 0
     oldest_pending_run_at: datetime | None = None
     oldest_pending_lag: float = 0.0
     failed_by_kind: Mapping[str, int] = field(default_factory=dict)
@@ -425,6 +443,7 @@ EventKind = Literal[
     "completed",
     "failed",
     "superseded",
+    "cancelled",
     "fail-fatal",
     "lease-lost",
     "reaper-recovered",

@@ -134,6 +134,7 @@ def stats_from_counts(
         completed=counts.get("completed", 0),
         failed=counts.get("failed", 0),
         superseded=counts.get("superseded", 0),
+        cancelled=counts.get("cancelled", 0),
         oldest_pending_run_at=oldest,
         oldest_pending_lag=lag,
         failed_by_kind={kind: n for kind in FAILURE_KINDS if (n := failed_by_kind.get(kind, 0))},

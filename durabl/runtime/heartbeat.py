@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, LogBuffer
 from durabl.model.clock import Clock
+from durabl.model.job import CANCELLED
 from durabl.model.sync import Flag
 from durabl.stores.base import Backend
 
@@ -56,7 +57,8 @@ class Heartbeat:
         self._due = 0.0
 
     def beat(self) -> str | None:
-        """One renewal. Returns "applied", "lease-lost", or None after an error."""
+        """One renewal. Returns "applied", "lease-lost", "cancel-requested" (renewed, and
+        the run's signal now aborted with reason ``cancelled``), or None after an error."""
         sent_at = self.clock.monotonic()
         logs = self.logs.take()
         try:
@@ -71,8 +73,11 @@ class Heartbeat:
             )
             return None
         self.beats += 1
-        if result == "applied":
+        if result in ("applied", "cancel-requested"):
             self.signal.extend(sent_at + self.visibility_timeout)
+            if result == "cancel-requested":
+                # queue.cancel() asked for it: the handler sees ctx.signal abort now.
+                self.signal.abort(CANCELLED)
         elif self.signal.abort(LEASE_LOST) and self.on_lease_lost is not None:
             self.on_lease_lost()
         return result

@@ -464,6 +464,16 @@ class JobQueue:
         """Remove a job that is not running."""
         return self._ready().delete(job_id)
 
+    def cancel(self, job_id: str, reason: str | None = None) -> bool:
+        """Cancel a job. Pending: it ends ``cancelled`` at once (its dedupe slot freed).
+        Active: cancellation is requested; the run's ``ctx.signal`` aborts with reason
+        ``"cancelled"`` at its next heartbeat (within one heartbeat interval) and the job
+        ends ``cancelled`` however the run ends, unless its handler returns first
+        (``completed``). False for a terminal or unknown job, or when cancellation was
+        already requested. ``reason`` (default ``"cancelled"``) is kept as
+        ``fail_reason``."""
+        return self._ready().cancel(job_id, reason) != "not-cancellable"
+
     def retry_matching(self, **filters: Any) -> int:
         """Retry every failed job the ``list_jobs`` filters (``type``, ``failure_kind``,
         ``search``) select, in one store operation: each as :meth:`retry` would (a job

@@ -28,6 +28,7 @@ from durabl.model.clock import Clock
 from durabl.model.declared import TypeOptions
 from durabl.model.exceptions import FatalJobError
 from durabl.model.job import (
+    CANCELLED,
     DEAD_LETTER_KINDS,
     FailureKind,
     Job,
@@ -507,6 +508,8 @@ class ManagedRun:
         logs = self.logs.take()
         if error is None:
             return backend.complete(job.id, job.claim_token, logs=logs)
+        if self.signal.aborted and self.signal.reason == CANCELLED:
+            return backend.cancel_run(job.id, job.claim_token, logs=logs)
         if isinstance(error, SuspendRun):
             return backend.release(job.id, job.claim_token, logs=logs, run_at=error.run_at)
         if isinstance(error, InvalidPayload):
@@ -554,6 +557,9 @@ class ManagedRun:
             self._emit("completed", duration=duration, attempt=self.handle.attempts)
         elif status == "superseded":
             self._emit("superseded", duration=duration)
+        elif status == "cancelled":
+            self._emit("cancelled", duration=duration, attempt=self.handle.attempts)
+            logger.info("job %s cancelled", self.handle.id, extra=extra)
         elif isinstance(error, SuspendRun):
             self._emit("suspended", duration=duration, extra={"run_at": error.run_at})
         elif error is not None and self._is_fatal(error):

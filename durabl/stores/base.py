@@ -18,7 +18,9 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
 from durabl.model.flow import RateLimit, check_rate_limit
 from durabl.model.job import (
+    CANCELLED,
     AttemptOutcome,
+    CancelOutcome,
     FailureKind,
     FencedWrites,
     Job,
@@ -260,6 +262,18 @@ class Backend(FencedWrites, Protocol):
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
 
+    # -- cancelling -----------------------------------------------------------------------
+    def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:
+        """A pending job becomes ``cancelled`` at once (its dedupe slot freed, ``reason``
+        kept as its ``fail_reason``); for an active one, record that cancellation is
+        requested: its next heartbeat answers ``cancel-requested`` (and the reaper ends it
+        ``cancelled`` if its worker is gone). ``not-cancellable`` for a terminal or missing
+        job, or one whose cancellation was already requested."""
+
+    def cancel_run(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        """End a claimed run whose cancellation was requested as ``cancelled`` (fenced on
+        ``token``, with a receipt as every terminal write)."""
+
     # -- flow control (the rules are durabl.model.flow's; see docs/flow-control.md) -----
     def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
         """Store the rate limit of ``type`` (at most ``limit`` claims in each window of
@@ -379,6 +393,28 @@ class StoreBase(ABC):
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         raise self._no_schedules()
+
+    # -- cancelling: the reason clipped once; each store moves the job atomically ---------
+    def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:
+        """See :meth:`Backend.cancel`."""
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
+        return self.write_cancel(job_id, clip_reason(reason) if reason else CANCELLED)
+
+    def cancel_run(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+        """See :meth:`Backend.cancel_run`."""
+        return self.write_cancelled_run(job_id, token, logs)
+
+    @abstractmethod
+    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+        """Pending: ``cancelled`` now, slots freed, ``fail_reason`` ``reason``. Active with
+        no request yet: keep ``reason`` as the request (``requested``). One atomic
+        statement per case; anything else ``not-cancellable``, nothing written."""
+
+    @abstractmethod
+    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
+        """End the claim ``token`` holds as ``cancelled`` (receipt ``cancel``), its
+        ``fail_reason`` the requested reason, the attempt's outcome ``cancelled``."""
 
     # -- fenced writes: the public signatures once, each store writes the outcome --------
     def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:

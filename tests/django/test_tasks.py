@@ -147,6 +147,14 @@ def test_results_track_the_job_status(queue: JobQueue) -> None:
     assert tasks.add.get_result(result.id).status == TaskResultStatus.SUCCESSFUL
 
 
+def test_a_cancelled_task_is_failed_and_finished(queue: JobQueue) -> None:
+    result = tasks.add.enqueue(1, 1)
+    assert queue.cancel(result.id) is True
+    cancelled = tasks.add.get_result(result.id)
+    assert cancelled.status == TaskResultStatus.FAILED
+    assert cancelled.finished_at is not None
+
+
 def test_unknown_result_id_does_not_exist(queue: JobQueue) -> None:
     with pytest.raises(TaskResultDoesNotExist):
         default_task_backend.get_result("0123456789abcdef01234567")

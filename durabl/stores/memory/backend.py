@@ -20,6 +20,7 @@ from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
 from durabl.model.job import (
+    CancelOutcome,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -47,7 +48,7 @@ from durabl.stores.base import (
     StoreBase,
 )
 from durabl.stores.memory.schedules import MemorySchedules
-from durabl.stores.memory.store import MemoryStore, Record
+from durabl.stores.memory.store import MemoryStore, Record, cancel_reason
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
 
@@ -258,7 +259,7 @@ class MemoryBackend(StoreBase):
                 return "lease-lost"
             rec.heartbeat_at = self.now()
             self._store.add_logs(rec, logs)
-            return "applied"
+            return "applied" if rec.cancel_requested is None else "cancel-requested"
 
     def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
         with self._store.lock:
@@ -274,6 +275,37 @@ class MemoryBackend(StoreBase):
         self._store.move(rec, "completed", now)
         return self._store.applied(rec, token, "complete", "completed", completion.logs)
 
+    def _end_cancelled(
+        self, rec: Record, token: str, op: str, now: datetime, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """A run whose cancellation was requested ends ``cancelled``, however it ended."""
+        reason = cancel_reason(rec)
+        self._store.end_attempt(rec, "cancelled", now, reason)
+        self._store.move(rec, "cancelled", now)
+        rec.fail_reason = reason
+        return self._store.applied(rec, token, op, "cancelled", logs)
+
+    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
+            if rec is None:
+                return "not-cancellable"
+            if rec.status == "pending":
+                self._store.move(rec, "cancelled", self.now())
+                rec.fail_reason = reason
+                return "cancelled"
+            if rec.status == "active" and rec.cancel_requested is None:
+                rec.cancel_requested = reason
+                return "requested"
+            return "not-cancellable"
+
+    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
+        with self._store.lock:
+            rec = self._store.fence(job_id, token, "cancel")
+            if isinstance(rec, JobResult):
+                return rec
+            return self._end_cancelled(rec, token, "cancel", self.now(), logs)
+
     def write_failure(
         self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
@@ -283,6 +315,8 @@ class MemoryBackend(StoreBase):
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
+            if rec.cancel_requested is not None:  # not back to pending: it was cancelled
+                return self._end_cancelled(rec, token, op, now, logs)
             if failure.retry_at is None or rec.attempts >= rec.max_attempts:
                 self._store.end_attempt(rec, failure.terminal_outcome, now, failure.error)
                 self._store.move(rec, "failed", now)
@@ -307,6 +341,8 @@ class MemoryBackend(StoreBase):
             if isinstance(rec, JobResult):
                 return rec
             now = self.now()
+            if rec.cancel_requested is not None:
+                return self._end_cancelled(rec, token, "release", now, logs)
             if not self._store.can_move(rec, "pending"):
                 return self._supersede(rec, token, "release", now, logs)
             self._store.end_attempt(rec, "released", now)
@@ -352,7 +388,13 @@ class MemoryBackend(StoreBase):
                     reserved=rec.reserved,
                     unstarted_reaps=rec.unstarted_reaps,
                 )
-                if decision == "stall":
+                if rec.cancel_requested is not None:  # its worker is gone: cancelled now
+                    reason = cancel_reason(rec)
+                    self._store.end_attempt(rec, "cancelled", now, reason)
+                    self._store.move(rec, "cancelled", now)
+                    rec.fail_reason = reason
+                    recovered += 1
+                elif decision == "stall":
                     self._store.end_attempt(rec, "stalled", now, STALLED_REASON)
                     self._store.move(rec, "failed", now)
                     rec.failure_kind = "stalled"

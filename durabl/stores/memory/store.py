@@ -18,6 +18,7 @@ from typing import Any
 from durabl.model.backoff import BackoffKind
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
+    CANCELLED,
     TERMINAL_STATUSES,
     Attempt,
     AttemptOutcome,
@@ -49,6 +50,11 @@ _JOB_FIELDS = tuple(f.name for f in fields(Job))
 _RECORD_FIELDS = tuple(name for name in _JOB_FIELDS if name not in ("worker", "lease_expires_at"))
 
 
+def cancel_reason(rec: Record) -> str:
+    """Why a run whose cancellation was requested ends cancelled."""
+    return rec.cancel_requested or CANCELLED
+
+
 @dataclass(eq=False)
 class Record:
     """One stored job, mutated in place under the backend's lock."""
@@ -77,6 +83,8 @@ class Record:
     claimed_at: datetime | None = None
     lease_owner: str | None = None
     attempt_history: tuple[Attempt, ...] = ()
+    #: The reason given to ``cancel()`` while the job was active (None: not requested).
+    cancel_requested: str | None = None
     #: Claimed ahead of a free worker, its start not recorded yet (see durabl.model.rules).
     reserved: bool = False
     unstarted_reaps: int = 0
@@ -152,6 +160,7 @@ class MemoryStore:
             rec.reserved = False
         if status in _TERMINAL:
             rec.finished_at = now
+            rec.cancel_requested = None
 
     def active_per_key(self) -> Counter[str]:
         """How many active records hold each concurrency key."""

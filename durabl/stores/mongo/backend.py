@@ -30,6 +30,7 @@ from durabl.model.exceptions import (
 )
 from durabl.model.job import (
     AttemptOutcome,
+    CancelOutcome,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -59,7 +60,7 @@ from durabl.stores.base import (
     Release,
     StoreBase,
 )
-from durabl.stores.mongo import codec, factory
+from durabl.stores.mongo import cancel, codec, factory
 from durabl.stores.mongo.attempts import (
     CLAIM_FIELDS,
     ClaimInfo,
@@ -161,6 +162,7 @@ class MongoJobQueue(StoreBase):
         self._claims = ClaimMemo()
         self.reaper = MongoReaper(self.store)
         self.schedules = MongoSchedules(self.store)
+        self._rates = flow.rates_collection(self.store.col, self.store.collection_name)
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
@@ -302,14 +304,22 @@ class MongoJobQueue(StoreBase):
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self.now()
-        if job.dedupe_key is not None and job.dedupe_scope == "pending":
-            # The pending slot decides: a pending follower already covers the work.
+        if job.concurrency_key is not None or (
+            job.dedupe_key is not None and job.dedupe_scope == "pending"
+        ):
+            # The pending slot decides: a pending follower already covers the work. A job
+            # with a concurrency key is claimed only while its key has room.
             enq = self.enqueue(job)
             if enq.job_id is None:
                 return InlineClaimResult(None, None, enq.coalesced)
+            usage = self._key_usage()
             handle, blocked = self._claim_one(
-                {"_id": ObjectId(enq.job_id), "status": "pending"}, now, lease_owner
+                flow.with_room({"_id": ObjectId(enq.job_id), "status": "pending"}, usage),
+                now,
+                lease_owner,
+                usage=usage,
             )
+            blocked = blocked or handle is None and job.concurrency_key is not None
             if handle is None:
                 return InlineClaimResult(None, enq.job_id if blocked else None)
             return InlineClaimResult(handle)
@@ -358,10 +368,16 @@ class MongoJobQueue(StoreBase):
         }
 
     def _claim_one(
-        self, query: Mapping[str, Any], now: datetime, owner: str, reserve: bool = False
+        self,
+        query: Mapping[str, Any],
+        now: datetime,
+        owner: str,
+        reserve: bool = False,
+        usage: flow.KeyUsage | None = None,
     ) -> tuple[JobHandle[Any] | None, bool]:
         """One atomic claim. Returns (handle, blocked): blocked means the candidate is a
-        ``pending``-scope follower whose key already has an active run."""
+        ``pending``-scope follower whose key already has an active run, or a job whose
+        concurrency key had no slot left (``usage``: see :mod:`durabl.stores.mongo.flow`)."""
         token = self._new_token()
 
         def claim() -> tuple[JobHandle[Any] | None, bool]:
@@ -377,6 +393,10 @@ class MongoJobQueue(StoreBase):
                 return None, True
             if doc is None:
                 return None, False
+            if doc.get(flow.KEY) is not None and usage is not None:
+                if not flow.take_slot(self.store.col, doc, token, usage):
+                    flow.unclaim(self.store.col, doc["_id"], token, now)
+                    return None, True
             self._claims.remember(token, doc)
             return handle_for(codec.to_job(doc), token, self), False
 
@@ -402,15 +422,22 @@ class MongoJobQueue(StoreBase):
         self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         now = self.now()
+        rate = self.store.call("claim", lambda: flow.allowance(self._rates, type, now))
+        if rate is not None:
+            limit = min(limit, rate[1])
+            if not limit:
+                return []  # the window is full: a read, nothing written, until the next one
+        usage = self._key_usage()
         claimed: list[JobHandle[Any]] = []
         skipped: list[ObjectId] = []
         while len(claimed) < limit:
             query: dict[str, Any] = {"status": "pending", "type": type, "run_at": {"$lte": now}}
             if skipped:
                 query["_id"] = {"$nin": skipped}
+            query = flow.with_room(query, usage)
             reserve = starting is not None and len(claimed) >= starting
             try:
-                handle, blocked = self._claim_one(query, now, lease_owner, reserve)
+                handle, blocked = self._claim_one(query, now, lease_owner, reserve, usage)
             except DurablError as exc:
                 if not claimed:
                     raise
@@ -424,7 +451,33 @@ class MongoJobQueue(StoreBase):
             if not blocked:
                 break
             skipped.append(self._blocked_candidate(query))
+        if rate is not None and claimed:
+            claimed = self._count_starts(type, now, claimed)
         return claimed
+
+    # -- flow control (durabl.stores.mongo.flow) ----------------------------------------
+    def _key_usage(self) -> flow.KeyUsage:
+        return self.store.call("claim", lambda: flow.KeyUsage.read(self.store.col))
+
+    def _count_starts(
+        self, type: str, now: datetime, claimed: list[JobHandle[Any]]
+    ) -> list[JobHandle[Any]]:
+        """Count the claims in the type's window; hand back any that a racing claimer
+        left no room for (their handlers never start)."""
+        fits = self.store.call(
+            "claim", lambda: flow.count_starts(self._rates, type, now, len(claimed))
+        )
+        for handle in claimed[fits:]:
+            self.store.call(
+                "claim", lambda h=handle: flow.unclaim(self.store.col, h.object_id, h.claim_token, now)
+            )
+        return claimed[:fits]
+
+    def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
+        self.store.call("set_rate_limit", lambda: flow.write_rate(self._rates, type, rate))
+
+    def read_rate_limit(self, type: str) -> RateLimit | None:
+        return self.store.call("get_rate_limit", lambda: flow.read_rate(self._rates, type))
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         if not claims:
@@ -459,7 +512,8 @@ class MongoJobQueue(StoreBase):
             "type": type,
             "run_at": {"$lte": now},
         }
-        handle, _ = self._claim_one(query, now, lease_owner)
+        usage = self._key_usage()
+        handle, _ = self._claim_one(flow.with_room(query, usage), now, lease_owner, usage=usage)
         return handle
 
     # -- fenced writes --------------------------------------------------------------------
@@ -512,7 +566,10 @@ class MongoJobQueue(StoreBase):
         ending: tuple[datetime, AttemptOutcome, str | None],
         on_duplicate: Callable[[ObjectId, ClaimInfo | None], JobResult] | None = None,
         timeout: float | None = None,
+        unless_cancelled: bool = False,
     ) -> JobResult:
+        """One fenced update (``unless_cancelled``: only while no cancellation is
+        requested; a run whose cancellation was requested ends ``cancelled`` instead)."""
         oid = codec.parse_id(job_id)
         if oid is None:
             return JobResult("not-found")
@@ -521,18 +578,23 @@ class MongoJobQueue(StoreBase):
             push_attempt(update, attempt_document(claim, *ending))
         self._push_logs(update, logs)
         self._receipt(update, token, op, result)
+        fence: dict[str, Any] = {"_id": oid, "claim_token": token, "status": "active"}
+        if unless_cancelled:
+            fence.update(cancel.NOT_CANCELLED)
 
         def write() -> JobResult:
             try:
-                res = self.store.col.update_one(
-                    {"_id": oid, "claim_token": token, "status": "active"}, update
-                )
+                res = self.store.col.update_one(fence, update)
             except DuplicateKeyError:
                 if on_duplicate is None:
                     raise
                 return on_duplicate(oid, claim)
             if res.matched_count == 1:
                 return JobResult(result)  # type: ignore[arg-type]
+            if unless_cancelled:
+                reason = cancel.requested(self.store, oid, token)
+                if reason is not None:
+                    return self._end_cancelled(oid, token, op, logs, reason, claim, ending[0])
             return self._resolve_miss(oid, token, op)
 
         def guarded() -> JobResult:
@@ -544,6 +606,45 @@ class MongoJobQueue(StoreBase):
         with self.store.bounded(timeout):
             return call_with_retries(op, guarded, max_seconds=timeout)
 
+    def _end_cancelled(
+        self,
+        oid: ObjectId,
+        token: str,
+        op: str,
+        logs: Sequence[LogEntry],
+        reason: str | None,
+        claim: ClaimInfo | None,
+        now: datetime,
+    ) -> JobResult:
+        """End the claim ``token`` holds as ``cancelled`` (receipt under ``op``)."""
+        update, _ = cancel.cancelled_update(now, reason, claim)
+        self._push_logs(update, logs)
+        self._receipt(update, token, op, "cancelled")
+        fence = {"_id": oid, "claim_token": token, "status": "active"}
+        if self.store.col.update_one(fence, update).matched_count == 1:
+            return JobResult("cancelled")
+        return self._resolve_miss(oid, token, op)
+
+    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return "not-cancellable"
+        now = self.now()
+        return self.store.call("cancel", lambda: cancel.cancel(self.store, oid, reason, now))
+
+    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return JobResult("not-found")
+        now = self.now()
+
+        def write() -> JobResult:
+            reason = cancel.requested(self.store, oid, token)
+            claim = self._claim_info(oid, token)
+            return self._end_cancelled(oid, token, "cancel", logs, reason, claim, now)
+
+        return self.store.call("cancel", write)
+
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
     ) -> HeartbeatResult:
@@ -554,10 +655,12 @@ class MongoJobQueue(StoreBase):
         self._push_logs(update, logs)
 
         def beat() -> HeartbeatResult:
-            res = self.store.col.update_one(
-                {"_id": oid, "claim_token": token, "status": "active"}, update
-            )
-            return "applied" if res.matched_count == 1 else "lease-lost"
+            fence = {"_id": oid, "claim_token": token, "status": "active"}
+            if self.store.col.update_one({**fence, **cancel.NOT_CANCELLED}, update).matched_count:
+                return "applied"
+            # Missed: the lease is gone, or a cancellation waits (renew, and report it).
+            res = self.store.col.update_one(fence, update)
+            return "cancel-requested" if res.matched_count == 1 else "lease-lost"
 
         return self.store.call("heartbeat", beat)
 
@@ -635,7 +738,14 @@ class MongoJobQueue(StoreBase):
             now = self.now()
             update = codec.terminal_update("failed", now, fail_reason=reason, failure_kind=kind)
             return self._fenced(
-                job_id, token, op, "failed-terminal", update, logs, ending=(now, *terminal)
+                job_id,
+                token,
+                op,
+                "failed-terminal",
+                update,
+                logs,
+                ending=(now, *terminal),
+                unless_cancelled=True,
             )
         oid = codec.parse_id(job_id)
         if oid is None:
@@ -645,11 +755,17 @@ class MongoJobQueue(StoreBase):
             op,
             lambda: self.store.col.find_one(
                 {"_id": oid, "claim_token": token, "status": "active"},
-                {"attempts": 1, "max_attempts": 1},
+                {"attempts": 1, "max_attempts": 1, "cancel_requested": 1},
             ),
         )
         if doc is None:
             return self.store.call(op, lambda: self._resolve_miss(oid, token, op))
+        if doc.get("cancel_requested") is not None:  # not back to pending: it was cancelled
+            claim = self._claim_info(oid, token)
+            requested = doc["cancel_requested"]
+            return self.store.call(
+                op, lambda: self._end_cancelled(oid, token, op, logs, requested, claim, now)
+            )
         if doc["attempts"] >= doc["max_attempts"]:
             update = codec.terminal_update("failed", now, fail_reason=reason, failure_kind=kind)
             return self._fenced(
@@ -664,6 +780,7 @@ class MongoJobQueue(StoreBase):
             update,
             logs,
             ending=(now, "retry-scheduled", failure.error),
+            unless_cancelled=True,
             on_duplicate=lambda oid, claim: self._supersede(
                 oid, token, op, now, logs, claim, fail_reason=reason
             ),
@@ -714,6 +831,7 @@ class MongoJobQueue(StoreBase):
                 oid, token, "release", now, logs, claim
             ),
             timeout=release.timeout,
+            unless_cancelled=True,
         )
 
     def append_journal(

@@ -30,7 +30,14 @@ LIVE_SLOT = "live_slot"
 PENDING_SLOT = "pending_slot"
 ACTIVE_SLOT = "active_slot"
 SLOTS = (LIVE_SLOT, PENDING_SLOT, ACTIVE_SLOT)
-LEASE_FIELDS = ("claim_token", "heartbeat_at", "claimed_at", "lease_owner", "reserved")
+LEASE_FIELDS = (
+    "claim_token",
+    "heartbeat_at",
+    "claimed_at",
+    "lease_owner",
+    "reserved",
+    "cancel_requested",
+)
 """Fields that hold only while a job is active (``reserved``: see :mod:`durabl.model.rules`)."""
 
 

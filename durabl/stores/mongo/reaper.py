@@ -19,6 +19,7 @@ from durabl.stores.mongo.attempts import (
     claim_info,
     push_attempt,
 )
+from durabl.stores.mongo.cancel import cancelled_update
 from durabl.stores.mongo.store import MongoStore
 
 
@@ -44,6 +45,7 @@ class MongoReaper:
                         "type": 1,
                         "reserved": 1,
                         "unstarted_reaps": 1,
+                        "cancel_requested": 1,
                         **CLAIM_FIELDS,
                     },
                 )
@@ -84,7 +86,9 @@ class MongoReaper:
         )
         outcome = "recovered"
         claim = claim_info(doc)
-        if decision == "stall":
+        if doc.get("cancel_requested") is not None:  # its worker is gone: cancelled now
+            update, _ = cancelled_update(now, doc["cancel_requested"], claim)
+        elif decision == "stall":
             update = codec.terminal_update(
                 "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
             )

@@ -19,6 +19,7 @@ from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import RateLimit
 from durabl.model.job import (
+    CancelOutcome,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -510,10 +511,11 @@ class PostgresJobQueue(StoreBase):
         q = self._q
 
         def beat(cur: Tx) -> HeartbeatResult:
-            if reads.one(cur, q.heartbeat, params) is None:
+            row = reads.one(cur, q.heartbeat, params)
+            if row is None:
                 return "lease-lost"
             writes.add_logs(cur, q, [(job_id, entry) for entry in logs])
-            return "applied"
+            return "applied" if row["cancel_requested"] is None else "cancel-requested"
 
         return self._run("heartbeat", beat, repeatable=not logs, transaction=bool(logs))
 
@@ -570,6 +572,8 @@ class PostgresJobQueue(StoreBase):
             row = writes.locked_claim(cur, q, params)
             if row is None:
                 return None
+            if row["cancel_requested"] is not None:  # not back to pending: it was cancelled
+                return writes.end_cancelled(cur, q, params, row["cancel_requested"])
             return writes.to_pending_or_supersede(
                 cur,
                 q,
@@ -582,6 +586,21 @@ class PostgresJobQueue(StoreBase):
             )
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
+
+    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+        params, q = {"id": job_id, "reason": reason, "now": self._now_param()}, self._q
+        return self._run("cancel", lambda cur: writes.cancel(cur, q, params))
+
+    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
+        q = self._q
+
+        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+            row = writes.locked_claim(cur, q, params)
+            if row is None:
+                return None
+            return writes.end_cancelled(cur, q, params, row["cancel_requested"])
+
+        return self._fenced("cancel", job_id, token, logs, apply)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int

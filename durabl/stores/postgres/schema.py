@@ -199,12 +199,14 @@ def _add_schedules(t: Tables) -> list[str]:
 def _add_job_record(t: Tables) -> list[str]:
     """The job record: how each claim ended (a JSON array, NULL until the first outcome,
     so jobs written before read back with an empty history), the value a handler returned,
-    and the terminal status ``cancelled``."""
+    the terminal status ``cancelled`` and the reason of a cancellation requested while the
+    job runs."""
     jobs = t.qualified()
     check = ident(f"{t.base}_status_check")
     return [
         f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS attempt_history jsonb",
         f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS result text",
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS cancel_requested text",
         f"ALTER TABLE {jobs} DROP CONSTRAINT IF EXISTS {check}",
         f"ALTER TABLE {jobs} ADD CONSTRAINT {check} CHECK (status IN "
         "('pending', 'active', 'completed', 'failed', 'superseded', 'cancelled'))",

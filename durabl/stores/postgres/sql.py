@@ -50,6 +50,7 @@ ADD_ATTEMPT = (
 )
 TERMINAL = (
     "status = %(status)s, updated_at = {now}, finished_at = {now}, live_slot = NULL, "
+    "cancel_requested = NULL, "
     f"pending_slot = NULL, active_slot = NULL, {ADD_ATTEMPT}, {CLEAR_LEASE}"
 )
 FOLLOWED = (
@@ -216,7 +217,21 @@ STATEMENTS: dict[str, str] = {
         "WHERE pending_slot = %(key)s AND status = 'pending' AND type = %(type)s RETURNING id"
     ),
     # -- fenced writes ------------------------------------------------------------------
-    "heartbeat": "UPDATE {jobs} AS j SET heartbeat_at = {now} WHERE " + FENCE + " RETURNING j.id",
+    "heartbeat": (
+        "UPDATE {jobs} AS j SET heartbeat_at = {now} WHERE "
+        + FENCE
+        + " RETURNING j.id, j.cancel_requested"
+    ),
+    # -- cancelling: a pending job at once; an active one is asked through its heartbeat
+    "cancel_pending": (
+        "UPDATE {jobs} SET status = 'cancelled', updated_at = {now}, finished_at = {now}, "
+        "live_slot = NULL, pending_slot = NULL, active_slot = NULL, fail_reason = %(reason)s "
+        "WHERE id = %(id)s AND status = 'pending' RETURNING id"
+    ),
+    "request_cancel": (
+        "UPDATE {jobs} SET cancel_requested = %(reason)s "
+        "WHERE id = %(id)s AND status = 'active' AND cancel_requested IS NULL RETURNING id"
+    ),
     "complete": (
         "UPDATE {jobs} AS j SET "
         + TERMINAL
@@ -231,7 +246,11 @@ STATEMENTS: dict[str, str] = {
     ),
     "lock_claim": (
         "SELECT j.id, j.claim_token, j.attempts, j.max_attempts, j.reserved, "
-        "j.unstarted_reaps, " + FOLLOWED + " FROM {jobs} AS j WHERE " + FENCE + " FOR UPDATE OF j"
+        "j.unstarted_reaps, j.cancel_requested, "
+        + FOLLOWED
+        + " FROM {jobs} AS j WHERE "
+        + FENCE
+        + " FOR UPDATE OF j"
     ),
     # Back to pending: a pending-scope job moves its active slot back to the pending slot
     # (the caller checked, under the row lock, that no follower holds it); the live slot
@@ -293,7 +312,7 @@ STATEMENTS: dict[str, str] = {
     # never wait on each other.
     "expired": (
         "SELECT j.id, j.claim_token, j.attempts, j.max_attempts, j.reserved, "
-        "j.unstarted_reaps, " + FOLLOWED + " FROM {jobs} AS j "
+        "j.unstarted_reaps, j.cancel_requested, " + FOLLOWED + " FROM {jobs} AS j "
         "WHERE j.status = 'active' AND j.heartbeat_at < {now} - %(timeout)s * interval "
         "'1 second' ORDER BY j.heartbeat_at, j.seq LIMIT %(limit)s FOR UPDATE OF j SKIP LOCKED"
     ),
@@ -384,6 +403,8 @@ class Queries:
     coalesce_live: str
     coalesce_pending: str
     heartbeat: str
+    cancel_pending: str
+    request_cancel: str
     complete: str
     terminal: str
     lock_claim: str

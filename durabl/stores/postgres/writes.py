@@ -22,7 +22,9 @@ from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     ATTEMPTS_KEPT,
+    CANCELLED,
     AttemptOutcome,
+    CancelOutcome,
     JobResult,
     LogEntry,
     ReapReport,
@@ -252,6 +254,8 @@ def fail(
     row = locked_claim(cur, q, params)
     if row is None:
         return None
+    if row["cancel_requested"] is not None:  # not back to pending: it was cancelled
+        return end_cancelled(cur, q, params, row["cancel_requested"])
     if row["attempts"] >= row["max_attempts"]:
         done = terminal(
             cur,
@@ -275,6 +279,26 @@ def fail(
         outcome="retry-scheduled",
         error=error,
     )
+
+
+# -- cancelling -------------------------------------------------------------------------------
+def cancel(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> CancelOutcome:
+    """Cancel a pending job, or request it of an active one (``params``: id, reason, now)."""
+    cur.execute(q.cancel_pending, params)
+    if cur.fetchone() is not None:
+        return "cancelled"
+    cur.execute(q.request_cancel, params)
+    return "requested" if cur.fetchone() is not None else "not-cancellable"
+
+
+def end_cancelled(
+    cur: Cursor[DictRow], q: Queries, params: dict[str, Any], reason: str | None
+) -> ResultStatus | None:
+    """End the fenced claim as ``cancelled`` (``reason`` its fail reason and the attempt's
+    error)."""
+    reason = reason or CANCELLED
+    done = terminal(cur, q, params, "cancelled", outcome="cancelled", error=reason, reason=reason)
+    return "cancelled" if done else None
 
 
 def append_journal(
@@ -321,6 +345,9 @@ def reap_one(cur: Cursor[DictRow], q: Queries, row: DictRow, now: datetime | Non
             kind="stalled",
         )
         return "stalled" if done else None
+    if row["cancel_requested"] is not None:  # its worker is gone: cancelled now
+        ended = end_cancelled(cur, q, params, row["cancel_requested"])
+        return None if ended is None else "recovered"
     refund = decision == "refund"
     moved = to_pending_or_supersede(
         cur,

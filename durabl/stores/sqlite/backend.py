@@ -19,6 +19,7 @@ from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import RateLimit
 from durabl.model.job import (
+    CancelOutcome,
     HeartbeatResult,
     Job,
     JobFilter,
@@ -414,13 +415,15 @@ class SqliteJobQueue(StoreBase):
         params = {"id": job_id, "token": token, "now": self._now_ms()}
 
         def beat(conn: sqlite3.Connection) -> HeartbeatResult:
-            cur = conn.execute(
-                f"UPDATE {JOBS} SET heartbeat_at = :now WHERE {writes.FENCE}", params
-            )
-            if cur.rowcount != 1:
+            row = conn.execute(
+                f"UPDATE {JOBS} SET heartbeat_at = :now WHERE {writes.FENCE} "
+                "RETURNING cancel_requested",
+                params,
+            ).fetchone()
+            if row is None:
                 return "lease-lost"
             writes.add_logs(conn, job_id, logs)
-            return "applied"
+            return "applied" if row["cancel_requested"] is None else "cancel-requested"
 
         return self._write("heartbeat", beat)
 
@@ -467,6 +470,9 @@ class SqliteJobQueue(StoreBase):
         wake = None if release.run_at is None else codec.to_ms(release.run_at)
 
         def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            requested = writes.requested_cancel(conn, params)
+            if requested is not None:  # not back to pending: it was cancelled
+                return writes.end_cancelled(conn, params, requested)
             extra = ", attempts = attempts - 1"
             params = {**params, **writes.ending("released")}
             if wake is not None:
@@ -475,6 +481,16 @@ class SqliteJobQueue(StoreBase):
             return writes.to_pending_or_supersede(conn, params, extra, "released")
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
+
+    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+        now = self._now_ms()
+        return self._write("cancel", lambda conn: writes.cancel(conn, job_id, reason, now))
+
+    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            return writes.end_cancelled(conn, params, writes.requested_cancel(conn, params))
+
+        return self._fenced("cancel", job_id, token, logs, apply)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
@@ -499,7 +515,8 @@ class SqliteJobQueue(StoreBase):
 
         def sweep(conn: sqlite3.Connection) -> ReapReport:
             stuck = conn.execute(
-                "SELECT id, claim_token, attempts, max_attempts, reserved, unstarted_reaps "
+                "SELECT id, claim_token, attempts, max_attempts, reserved, unstarted_reaps, "
+                "cancel_requested "
                 f"FROM {JOBS} "
                 "INDEXED BY durabl_lease WHERE status = 'active' AND heartbeat_at < :cutoff "
                 "ORDER BY heartbeat_at, seq LIMIT :limit",

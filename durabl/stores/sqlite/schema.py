@@ -136,6 +136,25 @@ def _add_job_record(conn: sqlite3.Connection) -> None:
     handler returned."""
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN attempt_history TEXT")
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN result TEXT")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN cancel_requested TEXT")
+    _allow_cancelled(conn)
+
+
+def _allow_cancelled(conn: sqlite3.Connection) -> None:
+    """Let the status CHECK accept ``cancelled``. SQLite cannot alter a CHECK constraint;
+    loosening one changes nothing stored, so the table's SQL is edited in place (the way
+    SQLite's ALTER TABLE documentation gives for such changes) rather than copying every
+    row into a new table. The schema cookie moves so every connection re-reads it."""
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE type = 'table' AND name = ?",
+            ("'superseded')", "'superseded', 'cancelled')", JOBS_TABLE),
+        )
+        conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
 
 
 def _add_flow_control(conn: sqlite3.Connection) -> None:

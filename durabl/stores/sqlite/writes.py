@@ -15,7 +15,15 @@ from typing import Any
 
 from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
-from durabl.model.job import ATTEMPTS_KEPT, AttemptOutcome, JobResult, LogEntry, ResultStatus
+from durabl.model.job import (
+    ATTEMPTS_KEPT,
+    CANCELLED,
+    AttemptOutcome,
+    CancelOutcome,
+    JobResult,
+    LogEntry,
+    ResultStatus,
+)
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 from durabl.model.rows import decode_journal
 from durabl.stores.base import Completion, EnqueueResult
@@ -36,7 +44,7 @@ _ADD_ATTEMPT = (
     "'e', :now, 'o', :outcome, 'x', :error))"
 )
 TERMINAL = (
-    "status = :status, updated_at = :now, finished_at = :now, "
+    "status = :status, updated_at = :now, finished_at = :now, cancel_requested = NULL, "
     f"live_slot = NULL, pending_slot = NULL, active_slot = NULL, {_ADD_ATTEMPT}, {_CLEAR_LEASE}"
 )
 # Back to pending: a pending-scope job moves its active slot back to the pending slot (a
@@ -337,10 +345,12 @@ def fail(
     ``exhausted``; the attempt count is read under the write lock, so it cannot change in
     between."""
     row = conn.execute(
-        f"SELECT attempts, max_attempts FROM {JOBS} WHERE {FENCE}", params
+        f"SELECT attempts, max_attempts, cancel_requested FROM {JOBS} WHERE {FENCE}", params
     ).fetchone()
     if row is None:
         return None
+    if row["cancel_requested"] is not None:  # not back to pending: it was cancelled
+        return end_cancelled(conn, params, row["cancel_requested"])
     values = {**params, "reason": reason, "retry_at": retry_at, "kind": exhausted}
     if row["attempts"] >= row["max_attempts"]:
         extra = ", fail_reason = :reason, failure_kind = :kind"
@@ -349,6 +359,46 @@ def fail(
     extra = ", run_at = :retry_at, fail_reason = :reason"
     values.update(ending("retry-scheduled", error))
     return to_pending_or_supersede(conn, values, extra, "retry-scheduled")
+
+
+# -- cancelling -------------------------------------------------------------------------------
+_CANCEL_PENDING = (
+    f"UPDATE {JOBS} SET status = 'cancelled', updated_at = :now, finished_at = :now, "
+    "live_slot = NULL, pending_slot = NULL, active_slot = NULL, fail_reason = :reason "
+    "WHERE id = :id AND status = 'pending'"
+)
+_REQUEST_CANCEL = (
+    f"UPDATE {JOBS} SET cancel_requested = :reason "
+    "WHERE id = :id AND status = 'active' AND cancel_requested IS NULL"
+)
+
+
+def cancel(conn: sqlite3.Connection, job_id: str, reason: str, now: int) -> CancelOutcome:
+    """Cancel a pending job, or request it of an active one (see ``Backend.cancel``)."""
+    params = {"id": job_id, "reason": reason, "now": now}
+    if conn.execute(_CANCEL_PENDING, params).rowcount == 1:
+        return "cancelled"
+    if conn.execute(_REQUEST_CANCEL, params).rowcount == 1:
+        return "requested"
+    return "not-cancellable"
+
+
+def requested_cancel(
+    conn: sqlite3.Connection, params: dict[str, Any], fence: str = FENCE
+) -> str | None:
+    """The cancellation reason of the claim ``fence`` selects, if one was requested."""
+    row = conn.execute(f"SELECT cancel_requested FROM {JOBS} WHERE {fence}", params).fetchone()
+    return None if row is None else row["cancel_requested"]
+
+
+def end_cancelled(
+    conn: sqlite3.Connection, params: dict[str, Any], reason: str | None, fence: str = FENCE
+) -> ResultStatus | None:
+    """End the claim as ``cancelled`` (``reason`` its fail reason and the attempt's error)."""
+    reason = reason or CANCELLED
+    values = {**params, "reason": reason, **ending("cancelled", reason)}
+    done = set_terminal(conn, values, "cancelled", ", fail_reason = :reason", fence)
+    return "cancelled" if done else None
 
 
 def append_journal(
@@ -385,6 +435,9 @@ def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any])
         reserved=bool(row["reserved"]),
         unstarted_reaps=row["unstarted_reaps"],
     )
+    if row["cancel_requested"] is not None:  # its worker is gone: cancelled now
+        ended = end_cancelled(conn, values, row["cancel_requested"], fence)
+        return None if ended is None else "recovered"
     if decision == "stall":
         values["reason"] = rules.STALLED_REASON
         values.update(ending("stalled", rules.STALLED_REASON))

@@ -1,0 +1,54 @@
+"""Cancelling on MongoDB: a pending job ends ``cancelled`` in one update; an active one
+gets ``cancel_requested`` (the reason), which its heartbeat reports and which turns any
+later outcome of the run but a completion into ``cancelled``.
+
+The fenced writes that would hand a run back (retry, release, fail) carry
+``cancel_requested: {$exists: false}`` in their filter; one that misses on it alone ends
+the run here instead (a read and a write, only for a cancelled run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+
+from durabl.model.job import CANCELLED, CancelOutcome
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.attempts import ClaimInfo, attempt_document, push_attempt
+from durabl.stores.mongo.store import MongoStore
+
+#: Added to a fenced filter: the write applies only while no cancellation is requested.
+NOT_CANCELLED: Mapping[str, Any] = {"cancel_requested": {"$exists": False}}
+
+
+def cancel(store: MongoStore, oid: ObjectId, reason: str, now: datetime) -> CancelOutcome:
+    """Cancel the pending job ``oid``, or request it of the active one."""
+    pending = codec.terminal_update("cancelled", now, fail_reason=reason)
+    if store.col.update_one({"_id": oid, "status": "pending"}, pending).matched_count:
+        return "cancelled"
+    request = {"_id": oid, "status": "active", **NOT_CANCELLED}
+    if store.col.update_one(request, {"$set": {"cancel_requested": reason}}).matched_count:
+        return "requested"
+    return "not-cancellable"
+
+
+def requested(store: MongoStore, oid: ObjectId, token: str) -> str | None:
+    """The cancellation reason of the claim ``token`` holds, if one was requested."""
+    doc = store.col.find_one(
+        {"_id": oid, "claim_token": token, "status": "active"}, {"cancel_requested": 1}
+    )
+    return None if doc is None else doc.get("cancel_requested")
+
+
+def cancelled_update(
+    now: datetime, reason: str | None, claim: ClaimInfo | None
+) -> tuple[dict[str, Any], str]:
+    """The update that ends a claimed run as ``cancelled``, and the reason it keeps."""
+    reason = reason or CANCELLED
+    update = codec.terminal_update("cancelled", now, fail_reason=reason)
+    if claim is not None:
+        push_attempt(update, attempt_document(claim, now, "cancelled", reason))
+    return update, reason
