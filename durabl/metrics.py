@@ -121,6 +121,9 @@ class QueueMetrics:
             buckets=DELAY_BUCKETS,
             registry=r,
         )
+        # Labelled children by label values: ``labels()`` takes a lock and builds a key on
+        # every call, and the events arrive on the completer thread that writes outcomes.
+        self._children: dict[tuple[Any, ...], Any] = {}
         self.gauges = StoreGauges(queue, gauge_interval)
         r.register(self.gauges)
         self._previous_sink = queue.on_job_event
@@ -129,19 +132,26 @@ class QueueMetrics:
         self._enqueue = queue.enqueue
         queue.enqueue = self.counting_enqueue(queue.enqueue)  # type: ignore[method-assign]
 
+    def child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
     def counting_enqueue(self, enqueue: Callable[..., str | None]) -> Callable[..., str | None]:
         @wraps(enqueue)
         def counted(type: str, *args: Any, **kwargs: Any) -> str | None:
             job_id = enqueue(type, *args, **kwargs)
             if job_id is not None:  # None: a dedupe key already covered it
-                self.enqueued.labels(type).inc()
+                self.child(self.enqueued, type).inc()
             return job_id
 
         return counted
 
     def run_hook(self, job: Job[Any], proceed: Callable[[], object]) -> object:
         delay = self.queue.clock.now() - job.run_at
-        self.pickup_delay.labels(job.type).observe(max(delay.total_seconds(), 0.0))
+        self.child(self.pickup_delay, job.type).observe(max(delay.total_seconds(), 0.0))
         return proceed()
 
     def on_event(self, event: JobEvent) -> None:
@@ -154,26 +164,26 @@ class QueueMetrics:
     def record(self, event: JobEvent) -> None:
         kind, type = event.kind, event.type or "unknown"
         if kind == "completed":
-            self.completed.labels(type).inc()
+            self.child(self.completed, type).inc()
         elif kind == "failed":
             if event.terminal:
-                self.failed.labels(type, "retries-exhausted").inc()
+                self.child(self.failed, type, "retries-exhausted").inc()
             else:
-                self.retried.labels(type).inc()
+                self.child(self.retried, type).inc()
         elif kind == "fail-fatal":
-            self.failed.labels(type, "fatal").inc()
+            self.child(self.failed, type, "fatal").inc()
         elif kind == "lease-lost":
-            self.lease_lost.labels(type).inc()
+            self.child(self.lease_lost, type).inc()
             return
         elif kind == "dead-lettered":
             failure_kind = str(event.extra.get("failure_kind", ""))
             if failure_kind not in ("retries-exhausted", "fatal"):  # counted above
-                self.failed.labels(type, failure_kind or "unknown").inc()
+                self.child(self.failed, type, failure_kind or "unknown").inc()
             return
         else:
             return
         if event.duration is not None:
-            self.duration.labels(type).observe(event.duration)
+            self.child(self.duration, type).observe(event.duration)
 
     def uninstall(self) -> None:
         """Stop feeding these metrics and unregister them from their registry."""
