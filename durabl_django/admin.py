@@ -98,6 +98,8 @@ class DurablAdmin(_ModelAdmin):
 class FailedJobAdmin(DurablAdmin):
     """Failed jobs: the placeholder's changelist, with retry and delete."""
 
+    status = "failed"
+
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return has_perm(request, VIEW_PERMISSION) and has_perm(request, DELETE_PERMISSION)
 
@@ -135,15 +137,42 @@ def failed_changelist(model_admin: admin.ModelAdmin[Any], request: HttpRequest) 
 
 
 class StatusJobAdmin(DurablAdmin):
-    """The list of one status (``status``) and the pages of its jobs."""
+    """The list of one status (``status``) and the pages of its jobs; except for active
+    jobs, with delete (one, selected, or every match)."""
 
     status = ""
 
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return (
+            self.status != "active"
+            and has_perm(request, VIEW_PERMISSION)
+            and has_perm(request, DELETE_PERMISSION)
+        )
+
     def get_urls(self) -> list[URLPattern]:
+        if self.status == "active":
+            listing = self.wrap(views.job_list, self.status)
+            return [path("", listing, name=self.name("changelist")), *self.detail_urls()]
         return [
-            path("", self.wrap(views.job_list, self.status), name=self.name("changelist")),
+            path("", self.wrap(status_changelist), name=self.name("changelist")),
+            path(
+                "delete/",
+                self.wrap(admin_actions.bulk_action, "delete"),
+                name=self.name("delete"),
+            ),
+            path(
+                "<str:job_id>/delete/",
+                self.wrap(admin_actions.single_action, "delete"),
+                name=self.name("delete_one"),
+            ),
             *self.detail_urls(),
         ]
+
+
+def status_changelist(model_admin: StatusJobAdmin, request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return admin_actions.changelist_action(model_admin, request)
+    return views.job_list(model_admin, request, model_admin.status)
 
 
 @admin.register(PendingJob)

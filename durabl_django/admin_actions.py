@@ -37,11 +37,24 @@ from durabl_django.admin_support import (
     require,
 )
 from durabl_django.models import Job
-from durabl_django.views import admin_url, base_context, missing_job, render
+from durabl_django.views import (
+    SECTION_MODELS,
+    TITLES,
+    admin_url,
+    base_context,
+    missing_job,
+    render,
+)
 from durabl_django.views import detail_url as current_detail_url
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
+
+
+def list_status(model_admin: ModelAdmin[Any]) -> str:
+    """The status of the list a ModelAdmin shows (the placeholder's own: failed)."""
+    return str(getattr(model_admin, "status", "") or "failed")
+
 
 PREVIEW_SELECTED = 50  # selected jobs listed on a confirmation page (a list page's worth)
 PREVIEW_MATCHING = 20  # jobs listed when acting on every match
@@ -50,7 +63,8 @@ _MAX_ID_LENGTH = 100
 # reason -> (one job, several jobs, short form for a mixed summary)
 REASONS: dict[str, tuple[str, str, str]] = {
     "gone": ("it no longer exists", "they no longer exist", "gone"),
-    "not-failed": ("it is no longer failed", "they are no longer failed", "no longer failed"),
+    # A job that left the list's status ({status}) since the page was shown.
+    "not-failed": ("it is no longer {status}", "they are no longer {status}", "no longer {status}"),
     "key-live": ("its dedupe key is live", "their dedupe keys are live", "dedupe key live"),
     "retry-refused": (
         "it is no longer failed or its dedupe key is live",
@@ -65,7 +79,7 @@ REASONS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _retry(queue: JobQueue, job_id: str) -> str | None:
+def _retry(queue: JobQueue, job_id: str, status: str) -> str | None:
     if queue.retry(job_id):
         return None
     job = queue.get_job(job_id)  # retry() said no: find out why, as far as we can tell
@@ -78,11 +92,12 @@ def _retry(queue: JobQueue, job_id: str) -> str | None:
     return "retry-refused"
 
 
-def _delete(queue: JobQueue, job_id: str) -> str | None:
+def _delete(queue: JobQueue, job_id: str, status: str) -> str | None:
+    """Delete a job still in the list's ``status`` (never an active one: the store refuses)."""
     job = queue.get_job(job_id)
     if job is None:
         return "gone"
-    if job.status != "failed":  # the admin deletes failed jobs only
+    if job.status != status:
         return "not-failed"
     return None if queue.delete(job_id) else "delete-refused"
 
@@ -93,7 +108,7 @@ class Action:
     permission: str
     past: str
     # Acts on one job: None when done, else why it was skipped (a REASONS key).
-    perform: Callable[[JobQueue, str], str | None]
+    perform: Callable[[JobQueue, str, str], str | None]
 
     @property
     def verb(self) -> str:
@@ -109,21 +124,21 @@ LIST_ACTIONS = {"retry_selected": "retry", "delete_selected": "delete"}
 
 @dataclass(frozen=True)
 class Selection:
-    """Which failed jobs an action is about."""
+    """Which jobs of one list (``filters.status``) an action is about."""
 
     ids: tuple[str, ...] = ()
     across: bool = False
     filters: JobFilters = field(default_factory=lambda: JobFilters("failed"))
 
     @classmethod
-    def from_request(cls, request: HttpRequest) -> Selection:
+    def from_request(cls, request: HttpRequest, status: str = "failed") -> Selection:
         data = request.POST if request.method == "POST" else request.GET
         ids: dict[str, None] = {}
         for raw in data.getlist(SELECTED):
             value = raw.strip()
             if value and len(value) <= _MAX_ID_LENGTH:
                 ids[value] = None
-        filters = JobFilters.from_query("failed", {**request.GET.dict(), **data.dict()})
+        filters = JobFilters.from_query(status, {**request.GET.dict(), **data.dict()})
         return cls(tuple(ids), data.get("select_across") == "1", filters)
 
     @property
@@ -136,8 +151,12 @@ class Selection:
             return [*fields, ("select_across", "1")]
         return fields + [(SELECTED, job_id) for job_id in self.ids]
 
+    @property
+    def section(self) -> str:
+        return SECTION_MODELS[self.filters.status]
+
     def back_url(self) -> str:
-        return self.filters.url(admin_url("job_changelist"))
+        return self.filters.url(admin_url(f"{self.section}_changelist"))
 
 
 @dataclass
@@ -152,8 +171,14 @@ class Outcome:
         return len(self.done) if self.matched is None else self.matched
 
 
-def summary(action: Action, outcome: Outcome, single_id: str | None = None) -> tuple[int, str]:
+def summary(
+    action: Action, outcome: Outcome, single_id: str | None = None, status: str = "failed"
+) -> tuple[int, str]:
     """The message level and text, e.g. "2 retried, 1 skipped: its dedupe key is live."."""
+
+    def why(reason: str, form: int) -> str:
+        return REASONS[reason][form].format(status=status)
+
     skipped = sum(outcome.skipped.values())
     done = outcome.done_count
     if single_id is not None and done + skipped == 1:
@@ -161,16 +186,16 @@ def summary(action: Action, outcome: Outcome, single_id: str | None = None) -> t
             extra = ": it is pending again" if action.name == "retry" else ""
             return messages.SUCCESS, f"Job {single_id} {action.past}{extra}."
         reason = next(iter(outcome.skipped))
-        return messages.WARNING, f"Job {single_id} not {action.past}: {REASONS[reason][0]}."
+        return messages.WARNING, f"Job {single_id} not {action.past}: {why(reason, 0)}."
     if not done and not skipped:
-        return messages.INFO, f"No failed jobs matched: nothing was {action.past}."
+        return messages.INFO, f"No {status} jobs matched: nothing was {action.past}."
     text = f"{done} {action.past}"
     if skipped:
         if len(outcome.skipped) == 1:
             reason = next(iter(outcome.skipped))
-            text += f", {skipped} skipped: {REASONS[reason][0 if skipped == 1 else 1]}"
+            text += f", {skipped} skipped: {why(reason, 0 if skipped == 1 else 1)}"
         else:
-            parts = ", ".join(f"{n} {REASONS[r][2]}" for r, n in outcome.skipped.most_common())
+            parts = ", ".join(f"{n} {why(r, 2)}" for r, n in outcome.skipped.most_common())
             text += f", {skipped} skipped ({parts})"
     return (messages.WARNING if skipped else messages.SUCCESS), text + "."
 
@@ -200,11 +225,13 @@ def _log(
         message = f"{verb} from the admin." if action.name == "retry" else ""
     else:
         object_id = None
-        title = f"{count} failed job{'s' if count != 1 else ''}"
+        status = selection.filters.status
+        title = f"{count} {status} job{'s' if count != 1 else ''}"
         message = f"{verb} {title} from the admin"
         described = selection.filters.describe()
         if selection.across:
-            message += f": every failed job {described}" if described else ": every failed job"
+            every = f": every {status} job"
+            message += f"{every} {described}" if described else every
         shown = outcome.done[:_LOGGED_IDS]
         if shown:
             more = count - len(shown)
@@ -221,7 +248,7 @@ def _log(
 
 
 def _act_on_matches(queue: JobQueue, action: Action, filters: JobFilters) -> Outcome:
-    """Every failed job matching ``filters``, in one store operation."""
+    """Every job matching ``filters`` (failed ones, for a retry), in one store operation."""
     selected = {k: v for k, v in filters.queue_filters().items() if v is not None}
     if action.name == "retry":
         selected.pop("status", None)
@@ -241,7 +268,7 @@ def run(request: HttpRequest, action: Action, selection: Selection) -> Outcome:
     else:
         outcome = Outcome()
         for job_id in selection.ids:
-            reason = action.perform(queue, job_id)
+            reason = action.perform(queue, job_id, selection.filters.status)
             if reason is None:
                 outcome.done.append(job_id)
             else:
@@ -282,7 +309,7 @@ def confirmation(
         "jobs": [
             {
                 "id": j.id,
-                "url": admin_url("job_detail", j.id),
+                "url": admin_url(f"{SECTION_MODELS.get(j.status, 'job')}_detail", j.id),
                 "type": j.type,
                 "status": j.status,
                 "kind": kind_label(j.failure_kind),
@@ -296,7 +323,9 @@ def confirmation(
         "post_url": post_url,
         "cancel_url": cancel_url,
         "job": job,
-        "list_url": admin_url("job_changelist"),
+        "list_url": admin_url(f"{selection.section}_changelist"),
+        "status": selection.filters.status,
+        "list_title": TITLES[selection.filters.status],
     }
     return render(model_admin, request, "job_action_confirm.html", context)
 
@@ -309,7 +338,8 @@ def _finish(
     single: str | None = None,
 ) -> HttpResponse:
     """Act, say what happened, and go to ``to`` (called after acting, when a function)."""
-    level, text = summary(action, run(request, action, selection), single)
+    outcome = run(request, action, selection)
+    level, text = summary(action, outcome, single, selection.filters.status)
     messages.add_message(request, level, text)
     return HttpResponseRedirect(to if isinstance(to, str) else to())
 
@@ -321,7 +351,7 @@ def bulk_action(
     on the selection (POST with ``post=yes``) and go back to the filtered list."""
     action = ACTIONS[name]
     require(request, action.permission)
-    selection = Selection.from_request(request)
+    selection = Selection.from_request(request, list_status(model_admin))
     if selection.empty:
         messages.warning(
             request,
@@ -338,7 +368,7 @@ def bulk_action(
         request,
         action,
         selection,
-        post_url=admin_url(f"job_{name}"),
+        post_url=admin_url(f"{selection.section}_{name}"),
         cancel_url=selection.back_url(),
     )
 
@@ -349,12 +379,14 @@ def single_action(
     """``<id>/retry/`` and ``<id>/delete/`` from the detail page: confirm, then act."""
     action = ACTIONS[name]
     require(request, action.permission)
-    detail_url = admin_url("job_detail", job_id)
+    status = list_status(model_admin)
+    selection = Selection(ids=(job_id,), filters=JobFilters(status))
+    detail_url = admin_url(f"{selection.section}_detail", job_id)
     if request.method == "POST" and request.POST.get("post") == "yes":
-        to: str | Callable[[], str] = admin_url("job_changelist")
+        to: str | Callable[[], str] = admin_url(f"{selection.section}_changelist")
         if name == "retry":  # the job's page, under the list it is in now
             to = lambda: current_detail_url(job_id)  # noqa: E731
-        return _finish(request, action, Selection(ids=(job_id,)), to, single=job_id)
+        return _finish(request, action, selection, to, single=job_id)
     job = get_job_queue().get_job(job_id)
     if job is None:
         return missing_job(request, job_id)
@@ -362,17 +394,18 @@ def single_action(
         model_admin,
         request,
         action,
-        Selection(ids=(job_id,)),
-        post_url=admin_url(f"job_{name}_one", job_id),
+        selection,
+        post_url=admin_url(f"{selection.section}_{name}_one", job_id),
         cancel_url=detail_url,
         job=job,
     )
 
 
 def changelist_action(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
-    """The failed list's action form (a POST): show the chosen action's confirmation."""
+    """A list's action form (a POST): show the chosen action's confirmation."""
     name = LIST_ACTIONS.get(request.POST.get("action", ""))
-    if name is None:
+    status = list_status(model_admin)
+    if name is None or (name == "retry" and status != "failed"):
         messages.warning(request, "No action selected.")
-        return HttpResponseRedirect(Selection.from_request(request).back_url())
+        return HttpResponseRedirect(Selection.from_request(request, status).back_url())
     return bulk_action(model_admin, request, name, confirmed=False)

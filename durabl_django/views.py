@@ -314,11 +314,11 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     ]
     actions: list[tuple[str, str]] = []
     can_retry = status == "failed" and has_perm(request, RETRY_PERMISSION)
-    can_delete = status == "failed" and has_perm(request, DELETE_PERMISSION)
+    can_delete = status != "active" and has_perm(request, DELETE_PERMISSION)
     if can_retry:
         actions.append(("retry_selected", "Retry selected failed jobs"))
     if can_delete:
-        actions.append(("delete_selected", "Delete selected failed jobs"))
+        actions.append(("delete_selected", f"Delete selected {status} jobs"))
     retry_all_url = ""
     if can_retry and paginator.count:
         query = {**filters.params(with_page=False), "select_across": "1"}
@@ -509,8 +509,8 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "retry_url": admin_url("job_retry_one", job.id)
         if failed and has_perm(request, RETRY_PERMISSION)
         else "",
-        "delete_url": admin_url("job_delete_one", job.id)
-        if failed and has_perm(request, DELETE_PERMISSION)
+        "delete_url": admin_url(f"{section}_delete_one", job.id)
+        if section is not None and job.status != "active" and has_perm(request, DELETE_PERMISSION)
         else "",
     }
     return render(model_admin, request, "job_detail.html", context)

@@ -154,7 +154,9 @@ def test_pagination_keeps_the_filters(admin_client: Client, queue: JobQueue) -> 
     assert '<a href="?type=email&amp;p=2" class="end">2</a>' in page
 
 
-def test_pending_and_active_lists_are_read_only(admin_client: Client, queue: JobQueue) -> None:
+def test_pending_list_offers_only_delete_and_active_list_nothing(
+    admin_client: Client, queue: JobQueue
+) -> None:
     pending = queue.enqueue("email", {}, dedupe_key="welcome:1")
     later = queue.enqueue("email", {}, delay=3600)
     handle = queue.claim_or_enqueue("report", {})
@@ -163,7 +165,7 @@ def test_pending_and_active_lists_are_read_only(admin_client: Client, queue: Job
     assert set(rows(response)) == {pending, later}
     page = response.content.decode()
     assert "(scheduled)" in page and "welcome:1" in page
-    assert 'name="action"' not in page and "Retry all" not in page
+    assert "Delete selected pending jobs" in page and "Retry" not in page
     assert rows(admin_client.get(reverse(PENDING), {"q": "welcome"})) == [pending]
     assert rows(admin_client.get(reverse(PENDING), {"type": "report"})) == []
     active = admin_client.get(reverse(ACTIVE))
@@ -199,12 +201,16 @@ def test_detail_page_shows_everything_a_failed_job_carries(
     assert f'<a href="{reverse(FAILED)}">Failed jobs</a>' in page
 
 
-def test_detail_page_of_a_pending_job_has_no_buttons(admin_client: Client, queue: JobQueue) -> None:
+def test_detail_page_of_a_pending_job_offers_delete_only(
+    admin_client: Client, queue: JobQueue
+) -> None:
     job_id = queue.enqueue("email", {"to": "x"}, dedupe_key="k1", priority=-5)
     assert job_id is not None
     page = admin_client.get(detail(job_id), follow=True).content.decode()
     assert ">pending</div>" in page and ">-5</div>" in page and ">k1</div>" in page
-    assert "/retry/" not in page and "/delete/" not in page
+    assert ">Retry</a>" not in page
+    delete = reverse("admin:durabl_django_pendingjob_delete_one", args=[job_id])
+    assert f'<a href="{delete}">Delete</a>' in page
     assert f'<a href="{reverse(PENDING)}">Pending jobs</a>' in page
     assert "No log lines." in page
 

@@ -347,3 +347,83 @@ def test_forged_bulk_posts_are_refused(client: Client, queue: JobQueue) -> None:
         data = {"post": "yes", "select_across": "1"}
         assert client.post(url, data).status_code == 403
     assert statuses(queue, ids) == ["failed", "failed"]
+
+
+PENDING_LIST = "admin:durabl_django_pendingjob_changelist"
+
+
+def test_a_pending_job_of_a_type_no_worker_runs_can_be_deleted(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    stuck = queue.enqueue("nobody-runs-this", {"n": 1})
+    assert stuck is not None
+    detail = reverse("admin:durabl_django_pendingjob_detail", args=[stuck])
+    page = csrf_client.get(detail).content.decode()
+    url = reverse("admin:durabl_django_pendingjob_delete_one", args=[stuck])
+    assert f'href="{url}"' in page
+    confirm_page = csrf_client.get(url).content.decode()
+    assert "Each pending job is removed" in confirm_page and ">Pending jobs</a>" in confirm_page
+    response = confirm(csrf_client, url, {})
+    assert response.redirect_chain == [(reverse(PENDING_LIST), 302)]
+    assert messages_of(response) == [f"Job {stuck} deleted."]
+    assert queue.get_job(stuck) is None
+
+
+def test_delete_selected_and_all_matching_from_the_pending_list(
+    csrf_client: Client, queue: JobQueue
+) -> None:
+    ids = [queue.enqueue("email", {"n": n}) for n in range(3)]
+    other = queue.enqueue("report", {})
+    page = csrf_client.get(reverse(PENDING_LIST)).content.decode()
+    assert "Delete selected pending jobs" in page and "Retry selected" not in page
+    delete = reverse("admin:durabl_django_pendingjob_delete")
+    response = confirm(csrf_client, delete, {"_selected_action": ids[:1]})
+    assert messages_of(response) == ["1 deleted."]
+    response = confirm(csrf_client, delete, {"type": "email", "select_across": "1"})
+    assert messages_of(response) == ["2 deleted."]
+    assert response.redirect_chain == [(reverse(PENDING_LIST) + "?type=email", 302)]
+    assert statuses(queue, [*ids, other]) == [None, None, None, "pending"]
+
+
+def test_the_active_list_has_no_delete(csrf_client: Client, queue: JobQueue) -> None:
+    handle = queue.claim_or_enqueue("report", {})
+    assert handle is not None
+    page = csrf_client.get(reverse("admin:durabl_django_activejob_changelist")).content.decode()
+    assert 'name="action"' not in page
+    detail = reverse("admin:durabl_django_activejob_detail", args=[handle.id])
+    assert "/delete/" not in csrf_client.get(detail).content.decode()
+
+
+def test_deleting_from_a_list_skips_a_job_that_left_it(
+    csrf_client: Client, queue: JobQueue
+) -> None:
+    handle = queue.claim_or_enqueue("report", {})  # active: not in the pending list
+    assert handle is not None
+    delete = reverse("admin:durabl_django_pendingjob_delete")
+    response = confirm(csrf_client, delete, {"_selected_action": [handle.id]})
+    assert messages_of(response) == ["0 deleted, 1 skipped: it is no longer pending."]
+    assert statuses(queue, [handle.id]) == ["active"]
+
+
+def test_view_only_user_cannot_delete_from_other_lists(client: Client, queue: JobQueue) -> None:
+    job_id = queue.enqueue("email", {})
+    assert job_id is not None
+    client.force_login(make_user("viewer2", "view_job"))
+    page = client.get(reverse(PENDING_LIST)).content.decode()
+    assert 'name="action"' not in page
+    url = reverse("admin:durabl_django_pendingjob_delete_one", args=[job_id])
+    assert client.get(url).status_code == 403
+    assert client.post(url, {"post": "yes"}).status_code == 403
+    bulk = reverse("admin:durabl_django_pendingjob_delete")
+    assert client.post(bulk, {"post": "yes", "select_across": "1"}).status_code == 403
+    assert statuses(queue, [job_id]) == ["pending"]
+
+
+def test_a_pending_list_delete_post_needs_a_csrf_token(
+    csrf_client: Client, queue: JobQueue
+) -> None:
+    job_id = queue.enqueue("email", {})
+    assert job_id is not None
+    url = reverse("admin:durabl_django_pendingjob_delete_one", args=[job_id])
+    assert csrf_client.post(url, {"post": "yes"}).status_code == 403
+    assert statuses(queue, [job_id]) == ["pending"]
