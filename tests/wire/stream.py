@@ -70,6 +70,11 @@ def stream_error(code: int, *, resumable: bool = True) -> Answer:
     return answer
 
 
+def unanswered(request: Request) -> object:
+    """Never reply: a connection that silently stops carrying anything (a partition)."""
+    return True
+
+
 def hangup(request: Request) -> object:
     """Drop the connection (the client may already have closed it)."""
     try:
@@ -128,6 +133,7 @@ class ChangeStreamServer:
         self._held: list[Held] = []
         self._open_faults: deque[Answer] = deque()
         self._read_faults: deque[Answer] = deque()
+        self._find_faults: deque[Answer] = deque()
         #: While set, every ``aggregate`` gets this answer (a stream that cannot reopen).
         self.refuse_opens: Answer | None = None
         #: Jobs a claim can take, by id.
@@ -139,6 +145,7 @@ class ChangeStreamServer:
         #: The error codes the server itself answered an ``aggregate`` with.
         self.refusals: list[int] = []
         self.getmores = 0
+        self.finds = 0
         self.refused = 0
         self._closed = False
         self._thread = threading.Thread(target=self._answer_held, name="wire-getmore", daemon=True)
@@ -208,6 +215,10 @@ class ChangeStreamServer:
 
     def fail_next_open(self, *answers: Answer) -> None:
         self._open_faults.extend(answers)
+
+    def fail_next_find(self, *answers: Answer) -> None:
+        """The next reads of jobs (the watcher's look-ups) get these answers."""
+        self._find_faults.extend(answers)
 
     def fail_next_getmore(self, *answers: Answer) -> None:
         with self._cond:
@@ -355,6 +366,10 @@ class ChangeStreamServer:
 
     def _on_find(self, request: Request) -> None:
         # The watcher's look-ups and read-backs: the pending jobs the filter names by id.
+        self.finds += 1
+        if self._find_faults:
+            self._find_faults.popleft()(request)
+            return
         ids = request.doc.get("filter", {}).get("_id", {})
         wanted = ids.get("$in", []) if isinstance(ids, Mapping) else []
         with self._cond:

@@ -25,6 +25,7 @@ from mockupdb import Request
 from durabl import Job, JobContext, JobEvent, JobQueue, MongoJobQueue
 from durabl.model.options import DEFAULT_POLL_INTERVAL
 from durabl.stores.mongo.changestream import THREAD_NAME, claimable_pipeline
+from durabl.stores.mongo.retry import RETRY_ATTEMPTS
 from durabl.testing import wait_until
 from tests.wire.server import COLLECTION, Wire
 from tests.wire.stream import (
@@ -35,6 +36,7 @@ from tests.wire.stream import (
     ChangeStreamServer,
     hangup,
     stream_error,
+    unanswered,
 )
 
 pytestmark = pytest.mark.wire
@@ -42,6 +44,7 @@ pytestmark = pytest.mark.wire
 SAFETY_POLL = 30.0  # far longer than any wait below: only a push explains a quick pickup
 PICKUP = 5.0  # generous bound on a pickup (2 shared cores)
 AWAIT = 0.2  # each getMore waits this long on the server
+SOCKET_TIMEOUT = 3.0  # the client's socketTimeoutMS (tests.wire.server.Wire)
 
 
 class Rig:
@@ -84,7 +87,8 @@ class Rig:
         jobs but need not poll it). Types in ``fixed`` choose their poll interval
         (``SAFETY_POLL``), so a change of pickup mode does not poll them: only the watcher
         wakes them. (A processor's first run is followed by one more poll, as it claimed
-        as many as it asked for.)"""
+        as many as it asked for.) The watcher has read back each type's next future job
+        (one ``find`` each) by then."""
         for n, type in enumerate(types):
             interval = SAFETY_POLL if type in fixed else None
             self.queue.process(type, self.handler, poll_interval=interval)
@@ -92,6 +96,7 @@ class Rig:
                 assert wait_until(lambda: self.pickup() == "push", PICKUP), self.reason()
             polls = 2 if n == 0 else 1
             assert wait_until(lambda: self.server.claim_count(type) >= polls, PICKUP)  # noqa: B023
+        assert wait_until(lambda: self.server.finds >= len(types), PICKUP)
 
     def pickup(self) -> str:
         return self.queue.is_healthy().pickup
@@ -141,6 +146,18 @@ def test_a_retried_job_is_looked_up_and_pushed(rig: Rig) -> None:
     assert rig.picked_up(job_id)
 
 
+def test_a_lookup_that_fails_for_good_polls_every_type(rig: Rig) -> None:
+    """The look-up of an updated job fails past the store's retries: the watcher cannot
+    tell its type, so every type it processes polls, and the job is still picked up."""
+    rig.start("email", "sms", fixed={"email", "sms"})
+    sms_polls = rig.server.claim_count("sms")
+    rig.server.fail_next_find(*[hangup] * (2 * RETRY_ATTEMPTS))  # pymongo tries each twice
+    job_id = rig.server.retried("email")
+    assert rig.picked_up(job_id)
+    assert wait_until(lambda: rig.server.claim_count("sms") > sms_polls, PICKUP)
+    assert rig.pickup() == "push"
+
+
 @pytest.mark.parametrize(
     "fault",
     [stream_error(code) for code in RESUMABLE_STREAM_ERRORS.values()] + [hangup],
@@ -166,6 +183,24 @@ def test_a_resumable_getmore_error_resumes_after_the_last_token(rig: Rig, fault:
     assert resumed.pipeline == claimable_pipeline()
     assert rig.pickup() == "push"
     assert rig.kinds("changestream-error") == [], "the driver's resume is invisible"
+
+
+def test_a_getmore_that_never_returns_is_resumed_after_the_socket_timeout(rig: Rig) -> None:
+    """A partition: the getMore is never answered. The client's socketTimeoutMS (3 s here)
+    ends it, pymongo resumes from the last token, and the job written meanwhile is
+    replayed and pushed."""
+    rig.start("email", fixed={"email"})
+    last_token = rig.server.head
+    written: list[str] = []
+
+    def swallowed_while_a_job_is_written(request: Request) -> object:
+        written.append(rig.server.insert("email"))
+        return unanswered(request)
+
+    rig.server.fail_next_getmore(swallowed_while_a_job_is_written)
+    assert wait_until(lambda: written and rig.ran(written[0]).is_set(), SOCKET_TIMEOUT + PICKUP)
+    assert rig.server.opens[-1].resume_after == last_token
+    assert rig.pickup() == "push"
 
 
 def test_a_resume_that_fails_too_polls_meanwhile_then_resumes_from_the_token(
