@@ -40,7 +40,8 @@ from durabl.model.options import DEFAULT_SHUTDOWN_TIMEOUT
 from durabl.runtime.queue import JobQueue
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-#: Seconds between the lines a long drain prints about the jobs it still waits for.
+#: Seconds between the lines a long drain prints about the jobs it still waits for (at most;
+#: a third of a shorter shutdown timeout, so a short drain reports too).
 DRAIN_REPORT_EVERY = 5.0
 ABORT_EXIT_CODE = 1
 
@@ -276,7 +277,8 @@ class Worker:
                 pass
             threading.Thread(target=self.drain, name="durabl-drain", daemon=True).start()
             started = time.monotonic()
-            while not self.drained.wait(DRAIN_REPORT_EVERY):
+            every = max(0.5, min(DRAIN_REPORT_EVERY, self.shutdown_timeout / 3))
+            while not self.drained.wait(every):
                 self.report_waiting(time.monotonic() - started)
         finally:
             for sig, handler in self.previous.items():
