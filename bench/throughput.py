@@ -328,7 +328,7 @@ def report_postgres(
     args: argparse.Namespace,
     began: float,
 ) -> None:
-    from peers.pg import redacted, server_facts
+    from peers.pg import local_server, redacted, server_facts
 
     print(
         "durabl throughput and pickup latency on PostgreSQL, next to Procrastinate, "
@@ -342,8 +342,8 @@ def report_postgres(
         server = f"server not reachable ({type(exc).__name__})"
     print(
         f"machine: {platform.system()} {platform.machine()}, {cpus()} CPUs (nproc), "
-        f"Python {platform.python_version()}; server: {server} at {redacted()}, "
-        "on the same machine"
+        f"Python {platform.python_version()}; server: {server} at {redacted()}"
+        + (", on the same machine" if local_server() else "")
     )
     print("versions: " + "; ".join(f"{name} {v}" for name, v in versions.items()))
     print(

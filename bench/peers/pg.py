@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from peers.common import Skip
 
@@ -45,6 +46,12 @@ def connect(**kwargs: Any) -> Any:
 def redacted(url: str = POSTGRES_URL) -> str:
     """The URL without its password."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def local_server(url: str = POSTGRES_URL) -> bool:
+    """Whether the server runs on this machine (a loopback host or a Unix socket)."""
+    host = urlsplit(url).hostname or ""
+    return host in ("", "localhost", "127.0.0.1", "::1") or host.startswith("/")
 
 
 def search_path_options(schema: str) -> str:
