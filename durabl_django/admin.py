@@ -137,8 +137,9 @@ def failed_changelist(model_admin: admin.ModelAdmin[Any], request: HttpRequest) 
 
 
 class StatusJobAdmin(DurablAdmin):
-    """The list of one status (``status``) and the pages of its jobs; except for active
-    jobs, with delete (one, selected, or every match)."""
+    """The list of one status (``status``) and the pages of its jobs, with the actions
+    :data:`durabl_django.admin_actions.ACTION_STATUSES` offers on it (one job, selected,
+    or every match)."""
 
     status = ""
 
@@ -150,23 +151,22 @@ class StatusJobAdmin(DurablAdmin):
         )
 
     def get_urls(self) -> list[URLPattern]:
-        if self.status == "active":
-            listing = self.wrap(views.job_list, self.status)
-            return [path("", listing, name=self.name("changelist")), *self.detail_urls()]
-        return [
-            path("", self.wrap(status_changelist), name=self.name("changelist")),
-            path(
-                "delete/",
-                self.wrap(admin_actions.bulk_action, "delete"),
-                name=self.name("delete"),
-            ),
-            path(
-                "<str:job_id>/delete/",
-                self.wrap(admin_actions.single_action, "delete"),
-                name=self.name("delete_one"),
-            ),
-            *self.detail_urls(),
-        ]
+        urls = [path("", self.wrap(status_changelist), name=self.name("changelist"))]
+        for name, statuses in admin_actions.ACTION_STATUSES.items():
+            if self.status in statuses:
+                urls += [
+                    path(
+                        f"{name}/",
+                        self.wrap(admin_actions.bulk_action, name),
+                        name=self.name(name),
+                    ),
+                    path(
+                        f"<str:job_id>/{name}/",
+                        self.wrap(admin_actions.single_action, name),
+                        name=self.name(f"{name}_one"),
+                    ),
+                ]
+        return [*urls, *self.detail_urls()]
 
 
 def status_changelist(model_admin: StatusJobAdmin, request: HttpRequest) -> HttpResponse:

@@ -26,7 +26,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from durabl import Job as DurablJob
 from durabl import JobQueue
 from durabl_django.admin_support import (
+    CANCEL_PERMISSION,
     DELETE_PERMISSION,
+    LISTED_STATUSES,
     RETRY_PERMISSION,
     SELECTED,
     JobFilters,
@@ -71,6 +73,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "they are no longer failed or their dedupe keys are live",
         "no longer failed or key live",
     ),
+    "cancel-refused": (
+        "it has finished or its cancellation was already requested",
+        "they have finished or their cancellation was already requested",
+        "finished or already requested",
+    ),
     "delete-refused": (
         "it is running or no longer exists",
         "they are running or no longer exist",
@@ -102,6 +109,17 @@ def _delete(queue: JobQueue, job_id: str, status: str) -> str | None:
     return None if queue.delete(job_id) else "delete-refused"
 
 
+def _cancel(queue: JobQueue, job_id: str, status: str) -> str | None:
+    """Cancel a job still in the list's ``status`` (pending: at once; active: requested,
+    it ends at its next heartbeat)."""
+    job = queue.get_job(job_id)
+    if job is None:
+        return "gone"
+    if job.status != status:
+        return "not-failed"
+    return None if queue.cancel(job_id) else "cancel-refused"
+
+
 @dataclass(frozen=True)
 class Action:
     name: str
@@ -118,8 +136,15 @@ class Action:
 ACTIONS = {
     "retry": Action("retry", RETRY_PERMISSION, "retried", _retry),
     "delete": Action("delete", DELETE_PERMISSION, "deleted", _delete),
+    "cancel": Action("cancel", CANCEL_PERMISSION, "cancelled", _cancel),
 }
-LIST_ACTIONS = {"retry_selected": "retry", "delete_selected": "delete"}
+LIST_ACTIONS = {"retry_selected": "retry", "delete_selected": "delete", "cancel_selected": "cancel"}
+#: The lists each action is offered on.
+ACTION_STATUSES = {
+    "retry": ("failed",),
+    "cancel": ("pending", "active"),
+    "delete": tuple(s for s in LISTED_STATUSES if s != "active"),
+}
 
 
 @dataclass(frozen=True)
@@ -183,7 +208,10 @@ def summary(
     done = outcome.done_count
     if single_id is not None and done + skipped == 1:
         if done:
-            extra = ": it is pending again" if action.name == "retry" else ""
+            extra = {
+                "retry": ": it is pending again",
+                "cancel": " (a running job stops at its next heartbeat)",
+            }.get(action.name, "")
             return messages.SUCCESS, f"Job {single_id} {action.past}{extra}."
         reason = next(iter(outcome.skipped))
         return messages.WARNING, f"Job {single_id} not {action.past}: {why(reason, 0)}."
@@ -216,13 +244,13 @@ def _log(
     count = outcome.done_count
     if not count or user_id is None:
         return
-    flag = CHANGE if action.name == "retry" else DELETION
-    verb = "Retried" if action.name == "retry" else "Deleted"
+    flag = DELETION if action.name == "delete" else CHANGE
+    verb = action.past.capitalize()
     if count == 1 and outcome.done:
         job_id = outcome.done[0]
         object_id: str | None = job_id
         title = job_id
-        message = f"{verb} from the admin." if action.name == "retry" else ""
+        message = "" if action.name == "delete" else f"{verb} from the admin."
     else:
         object_id = None
         status = selection.filters.status
@@ -250,6 +278,15 @@ def _log(
 def _act_on_matches(queue: JobQueue, action: Action, filters: JobFilters) -> Outcome:
     """Every job matching ``filters`` (failed ones, for a retry), in one store operation."""
     selected = {k: v for k, v in filters.queue_filters().items() if v is not None}
+    if action.name == "cancel":  # no bulk cancel in the store (yet): one by one
+        outcome = Outcome()
+        for job_id in JobListing(queue, filters).ids():
+            reason = _cancel(queue, job_id, filters.status)
+            if reason is None:
+                outcome.done.append(job_id)
+            else:
+                outcome.skipped[reason] += 1
+        return outcome
     if action.name == "retry":
         selected.pop("status", None)
         done = queue.retry_matching(**selected)
@@ -405,7 +442,7 @@ def changelist_action(model_admin: ModelAdmin[Any], request: HttpRequest) -> Htt
     """A list's action form (a POST): show the chosen action's confirmation."""
     name = LIST_ACTIONS.get(request.POST.get("action", ""))
     status = list_status(model_admin)
-    if name is None or (name == "retry" and status != "failed"):
+    if name is None or status not in ACTION_STATUSES[name]:
         messages.warning(request, "No action selected.")
         return HttpResponseRedirect(Selection.from_request(request, status).back_url())
     return bulk_action(model_admin, request, name, confirmed=False)

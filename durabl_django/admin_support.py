@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 VIEW_PERMISSION = "durabl_django.view_job"
 RETRY_PERMISSION = "durabl_django.retry_job"
 DELETE_PERMISSION = "durabl_django.delete_job"
+CANCEL_PERMISSION = "durabl_django.cancel_job"
 
 PAGE_SIZE = 50
 ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matches

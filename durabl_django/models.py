@@ -24,7 +24,10 @@ class Job(models.Model):
     class Meta:
         managed = False
         default_permissions = ("view", "delete")
-        permissions = (("retry_job", "Can retry failed jobs"),)
+        permissions = (
+            ("retry_job", "Can retry failed jobs"),
+            ("cancel_job", "Can cancel pending or active jobs"),
+        )
         verbose_name = "job"
         verbose_name_plural = "failed jobs"
 

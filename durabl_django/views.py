@@ -23,6 +23,7 @@ from django.utils import timezone
 from durabl import FAILURE_KINDS, Job, QueueStats
 from durabl.model.schedule import Schedule
 from durabl_django.admin_support import (
+    CANCEL_PERMISSION,
     DELETE_PERMISSION,
     KIND_VAR,
     LISTED_STATUSES,
@@ -319,6 +320,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         actions.append(("retry_selected", "Retry selected failed jobs"))
     if can_delete:
         actions.append(("delete_selected", f"Delete selected {status} jobs"))
+    if status in ("pending", "active") and has_perm(request, CANCEL_PERMISSION):
+        actions.append(("cancel_selected", f"Cancel selected {status} jobs"))
     retry_all_url = ""
     if can_retry and paginator.count:
         query = {**filters.params(with_page=False), "select_across": "1"}
@@ -508,6 +511,11 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "section_url": admin_url(f"{section}_changelist") if section else "",
         "retry_url": admin_url("job_retry_one", job.id)
         if failed and has_perm(request, RETRY_PERMISSION)
+        else "",
+        "cancel_url": admin_url(f"{section}_cancel_one", job.id)
+        if section is not None
+        and job.status in ("pending", "active")
+        and has_perm(request, CANCEL_PERMISSION)
         else "",
         "delete_url": admin_url(f"{section}_delete_one", job.id)
         if section is not None and job.status != "active" and has_perm(request, DELETE_PERMISSION)

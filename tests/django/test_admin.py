@@ -170,7 +170,8 @@ def test_pending_list_offers_only_delete_and_active_list_nothing(
     assert rows(admin_client.get(reverse(PENDING), {"type": "report"})) == []
     active = admin_client.get(reverse(ACTIVE))
     assert rows(active) == [handle.id]
-    assert 'name="action"' not in active.content.decode()
+    active_page = active.content.decode()
+    assert "Cancel selected active jobs" in active_page and "Delete selected" not in active_page
     handle.release()
 
 
@@ -304,7 +305,7 @@ def test_permissions_exist_for_the_placeholder(db: None) -> None:
             "codename", flat=True
         )
     )
-    assert codenames == {"view_job", "delete_job", "retry_job"}
+    assert codenames == {"view_job", "delete_job", "retry_job", "cancel_job"}
 
 
 def test_everything_a_job_carries_is_escaped(admin_client: Client, queue: JobQueue) -> None:

@@ -3,6 +3,7 @@ CSRF-protected POST that acts and says what it did."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -389,7 +390,7 @@ def test_the_active_list_has_no_delete(csrf_client: Client, queue: JobQueue) -> 
     handle = queue.claim_or_enqueue("report", {})
     assert handle is not None
     page = csrf_client.get(reverse("admin:durabl_django_activejob_changelist")).content.decode()
-    assert 'name="action"' not in page
+    assert "Delete selected" not in page
     detail = reverse("admin:durabl_django_activejob_detail", args=[handle.id])
     assert "/delete/" not in csrf_client.get(detail).content.decode()
 
@@ -427,3 +428,75 @@ def test_a_pending_list_delete_post_needs_a_csrf_token(
     url = reverse("admin:durabl_django_pendingjob_delete_one", args=[job_id])
     assert csrf_client.post(url, {"post": "yes"}).status_code == 403
     assert statuses(queue, [job_id]) == ["pending"]
+
+
+def test_cancel_a_pending_job_from_its_page(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    job_id = queue.enqueue("nobody-runs-this", {})
+    assert job_id is not None
+    detail = reverse("admin:durabl_django_pendingjob_detail", args=[job_id])
+    url = reverse("admin:durabl_django_pendingjob_cancel_one", args=[job_id])
+    assert f'href="{url}"' in csrf_client.get(detail).content.decode()
+    assert "A pending job ends cancelled at once." in csrf_client.get(url).content.decode()
+    response = confirm(csrf_client, url, {})
+    assert messages_of(response) == [
+        f"Job {job_id} cancelled (a running job stops at its next heartbeat)."
+    ]
+    assert statuses(queue, [job_id]) == ["cancelled"]
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.object_id == job_id and entry.change_message == "Cancelled from the admin."
+
+
+def test_cancel_a_running_job_requests_it(csrf_client: Client, queue: JobQueue) -> None:
+    handle = queue.claim_or_enqueue("report", {})
+    assert handle is not None
+    url = reverse("admin:durabl_django_activejob_cancel_one", args=[handle.id])
+    response = confirm(csrf_client, url, {})
+    assert messages_of(response)[0].startswith(f"Job {handle.id} cancelled")
+    # Asking again is refused: the request is already there.
+    again = confirm(csrf_client, url, {})
+    assert messages_of(again) == [
+        f"Job {handle.id} not cancelled: it has finished or its cancellation was already requested."
+    ]
+
+
+def test_cancel_selected_from_the_pending_list(csrf_client: Client, queue: JobQueue) -> None:
+    ids = [queue.enqueue("email", {"n": n}) for n in range(3)]
+    page = csrf_client.get(reverse(PENDING_LIST)).content.decode()
+    assert "Cancel selected pending jobs" in page
+    cancel = reverse("admin:durabl_django_pendingjob_cancel")
+    response = confirm(csrf_client, cancel, {"_selected_action": ids[:2]})
+    assert messages_of(response) == ["2 cancelled."]
+    assert statuses(queue, ids) == ["cancelled", "cancelled", "pending"]  # type: ignore[arg-type]
+    listed = csrf_client.get(reverse("admin:durabl_django_cancelledjob_changelist"))
+    assert set(
+        re.findall(r'class="field-id[^"]*"><a href="[^"]*">([^<]*)<', listed.content.decode())
+    ) == set(ids[:2])
+
+
+def test_cancel_needs_its_permission(client: Client, queue: JobQueue) -> None:
+    job_id = queue.enqueue("email", {})
+    assert job_id is not None
+    client.force_login(make_user("deleter", "view_job", "delete_job"))
+    page = client.get(reverse(PENDING_LIST)).content.decode()
+    assert "Cancel selected" not in page and "Delete selected pending jobs" in page
+    url = reverse("admin:durabl_django_pendingjob_cancel_one", args=[job_id])
+    assert client.post(url, {"post": "yes"}).status_code == 403
+    assert statuses(queue, [job_id]) == ["pending"]
+    client.force_login(make_user("canceller", "view_job", "cancel_job"))
+    assert "Cancel selected pending jobs" in client.get(reverse(PENDING_LIST)).content.decode()
+
+
+def test_no_cancel_on_finished_lists(csrf_client: Client, queue: JobQueue) -> None:
+    fail_jobs(queue, 1)
+    page = csrf_client.get(reverse(FAILED)).content.decode()
+    assert "Cancel selected" not in page
+    forged = csrf_client.get(reverse(FAILED))
+    token = csrf_token(forged)
+    response = csrf_client.post(
+        reverse(FAILED),
+        {"action": "cancel_selected", "_selected_action": ["x"], "csrfmiddlewaretoken": token},
+        follow=True,
+    )
+    assert messages_of(response) == ["No action selected."]
