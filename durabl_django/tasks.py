@@ -22,8 +22,8 @@ is ``{"path", "args", "kwargs", "backend", "queue_name", "priority", "run_after"
   job's ``max_attempts``; with more, a failed attempt is retried with durabl's backoff.
 - ``get_result(id)`` maps the job: pending -> READY, active -> RUNNING, completed ->
   SUCCESSFUL, failed (or superseded, or cancelled) -> FAILED, with one ``TaskError`` per
-  failed attempt (from the job's log). Return values are not stored: ``return_value`` is
-  always None.
+  failed attempt (from the job's log). A task's return value (JSON-like, as Django
+  normalises it) is kept as the job's ``result``: ``return_value`` of a SUCCESSFUL result.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 else:
     try:  # Django >= 6.0
         from django.tasks import DEFAULT_TASK_QUEUE_NAME, TaskContext, TaskResult, TaskResultStatus
@@ -69,6 +70,10 @@ else:
         from django_tasks.base import Task, TaskError
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
+    try:  # how Django turns a return value into JSON-like data (tuples to lists, ...)
+        from django.utils.json import normalize_json
+    except ImportError:
+        from django_tasks.utils import normalize_json
 
 T = TypeVar("T")
 
@@ -250,7 +255,7 @@ def task_result(
     terminal = job.status in ("completed", "failed", "superseded", "cancelled")
     claimed_at = job.updated_at if job.status == "active" else None
     data = job.data
-    return TaskResult(
+    result: TaskResult[T] = TaskResult(
         task=task,
         id=job.id,
         status=status or STATUSES[job.status],
@@ -264,9 +269,11 @@ def task_result(
         errors=errors,
         worker_ids=workers,
     )
+    object.__setattr__(result, "_return_value", job.result)  # not an init field
+    return result
 
 
-def run_task_job(job: Job[Any], ctx: JobContext) -> None:
+def run_task_job(job: Job[Any], ctx: JobContext) -> object:
     """The durabl handler of every ``django-task:*`` type: import the task and call it."""
     task = load_task(job.data)
     me = worker_id()
@@ -280,9 +287,9 @@ def run_task_job(job: Job[Any], ctx: JobContext) -> None:
     args, kwargs = running.args, running.kwargs
     try:
         if task.takes_context:
-            task.call(TaskContext(task_result=running), *args, **kwargs)
+            value = task.call(TaskContext(task_result=running), *args, **kwargs)
         else:
-            task.call(*args, **kwargs)
+            value = task.call(*args, **kwargs)
     except Exception as exc:
         path = f"{type(exc).__module__}.{type(exc).__qualname__}"
         ctx.log(f"{RAISED}{path}\n{''.join(traceback.format_exception(exc))}")
@@ -296,8 +303,11 @@ def run_task_job(job: Job[Any], ctx: JobContext) -> None:
         )
         task_finished.send(DurablBackend, task_result=finished)
         raise
+    returned = normalize_json(value)
     finished = dataclasses.replace(running, status=SUCCESSFUL, finished_at=timezone.now())
+    object.__setattr__(finished, "_return_value", returned)
     task_finished.send(DurablBackend, task_result=finished)
+    return returned  # kept as the job's result
 
 
 def task_job_specs(alias: str, params: Mapping[str, Any]) -> list[JobSpec]:

@@ -10,6 +10,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from durabl.model import backoff as _backoff
 from durabl.model.backoff import BackoffPolicy
+from durabl.model.payload import check_result
 
 __all__ = [
     "JobStatus",
@@ -224,6 +225,8 @@ class Job(Generic[T]):
     worker: str | None = None
     heartbeat_at: datetime | None = None
     lease_expires_at: datetime | None = None
+    #: What the handler returned (portable values only), once the job completed.
+    result: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -273,8 +276,10 @@ class FencedWrites(Protocol):
     ) -> HeartbeatResult:
         """Renew the lease (and store ``logs``) while ``token`` holds the claim."""
 
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
-        """Record the run as completed."""
+    def complete(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = (), result: Any = None
+    ) -> JobResult:
+        """Record the run as completed, keeping ``result`` (portable, already checked)."""
 
     def fail(
         self,
@@ -360,8 +365,13 @@ class JobHandle(Job[T]):
     def heartbeat(self) -> HeartbeatResult:
         return self.backend.heartbeat(self.id, self.claim_token, logs=self._take_logs())
 
-    def complete(self) -> JobResult:
-        return self.backend.complete(self.id, self.claim_token, logs=self._take_logs())
+    def complete(self, result: Any = None) -> JobResult:
+        """Complete the run, keeping ``result`` (see :func:`durabl.model.payload.check_result`)."""
+        if result is not None:
+            result = check_result(result)
+        return self.backend.complete(
+            self.id, self.claim_token, logs=self._take_logs(), result=result
+        )
 
     def fail(self, reason: str, *, retry_at: datetime | None = None) -> JobResult:
         if retry_at is None:

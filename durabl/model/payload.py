@@ -32,6 +32,31 @@ def check_payload(data: Any, *, what: str = "job data") -> int:
     return _check(data, what, 0)
 
 
+#: The largest handler result a job keeps, in BSON bytes (a job's document must still fit
+#: MongoDB's 16 MB with its payload, logs and history).
+MAX_RESULT_BYTES = 1024 * 1024
+
+
+def check_result(value: Any) -> Any:
+    """A handler's return value as a job keeps it (:attr:`Job.result`). ``TypeError``
+    naming the value's type unless it is portable (as job data must be), ``ValueError``
+    past :data:`MAX_RESULT_BYTES`."""
+    try:
+        size = check_payload(value, what="result")
+    except TypeError as exc:
+        raise TypeError(
+            f"the handler returned a {type(value).__name__}, which a job cannot keep as its "
+            f"result ({exc}); return None, or JSON-like data (dict, list, str, int, float, "
+            "bool, datetime)"
+        ) from None
+    if size > MAX_RESULT_BYTES:
+        raise ValueError(
+            f"the handler returned a result of {size} bytes; a job keeps at most "
+            f"{MAX_RESULT_BYTES}: store large results elsewhere and return a reference"
+        )
+    return portable(value)
+
+
 def _check(value: Any, path: str, depth: int) -> int:
     if depth > MAX_DEPTH:
         raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")

@@ -76,4 +76,6 @@ def job_from_row(
     beat = row["heartbeat_at"]
     fields["heartbeat_at"] = None if beat is None else instant(beat)
     fields["lease_expires_at"] = None
+    stored = row["result"]
+    fields["result"] = None if stored is None else decode_payload(stored)
     return job_from_fields(fields)

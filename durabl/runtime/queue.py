@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from datetime import datetime
@@ -19,6 +20,7 @@ from durabl.model.declared import (
 )
 from durabl.model.flow import RateLimit
 from durabl.model.job import (
+    TERMINAL_STATUSES,
     FailureKind,
     Job,
     JobEvent,
@@ -463,6 +465,29 @@ class JobQueue:
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not running."""
         return self._ready().delete(job_id)
+
+    def wait(self, job_id: str, timeout: Seconds | None = None) -> Job[Any]:
+        """Block until the job is terminal (completed, failed, superseded, cancelled) and
+        return it, with its ``result``. ``TimeoutError`` when ``timeout`` seconds pass
+        first (None: no limit); ``ValueError`` for an id no job has (or a job deleted
+        meanwhile). Reads the store, a little less often the longer it waits (at most
+        every half second)."""
+        limit = None if timeout is None else to_seconds(timeout, "timeout")
+        if limit is not None and limit < 0:
+            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
+        deadline = None if limit is None else time.monotonic() + limit
+        pause, idle = 0.005, threading.Event()
+        while True:
+            job = self.get_job(job_id)
+            if job is None:
+                raise ValueError(f"no job with id {job_id!r}")
+            if job.status in TERMINAL_STATUSES:
+                return job
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"job {job_id} is still {job.status} after {limit:g} s")
+            idle.wait(pause if left is None else min(pause, left))
+            pause = min(pause * 2, 0.5)
 
     def cancel(self, job_id: str, reason: str | None = None) -> bool:
         """Cancel a job. Pending: it ends ``cancelled`` at once (its dedupe slot freed).

@@ -38,6 +38,7 @@ from durabl.model.job import (
     JournalAppendResult,
 )
 from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
+from durabl.model.payload import check_result
 from durabl.model.schema import PayloadValidationError
 from durabl.model.sync import Flag
 from durabl.runtime.completer import Completer
@@ -293,6 +294,8 @@ class ManagedRun:
         self._lease_event_sent = False
         # An outcome handed to the completer to write: (error, duration, lease lost).
         self._handed_over: tuple[BaseException | None, float, bool] | None = None
+        #: What the handler returned, as the job keeps it (set once it returned).
+        self._result: Any = None
         self.done = Flag()
         # Tracked from the claim on, so shutdown sees (and fences) runs not yet started.
         runtime.runs.track(self)
@@ -353,9 +356,10 @@ class ManagedRun:
             hooks = self.runtime.run_hooks
             if hooks:
                 job = self.handle.as_job()
-                hooks.call(job, lambda: self._call_handler(job))
+                value = hooks.call(job, lambda: self._call_handler(job))
             else:
-                self._call_handler(None)
+                value = self._call_handler(None)
+            self._result = self._kept_result(value)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: a failed attempt
             error = exc
         finally:
@@ -372,6 +376,17 @@ class ManagedRun:
         finally:
             if outcome is None or outcome.disposition != "handed-over":
                 self._over()
+
+    @staticmethod
+    def _kept_result(value: object) -> Any:
+        """The handler's return value as the job keeps it; a value no store can keep fails
+        the run at once (``FatalJobError`` naming its type)."""
+        if value is None:
+            return None
+        try:
+            return check_result(value)
+        except (TypeError, ValueError) as exc:
+            raise FatalJobError(str(exc)) from None
 
     def _call_handler(self, job: Job[Any] | None) -> object:
         job = parse_payload(self.runtime, self.handle.as_job() if job is None else job)
@@ -435,7 +450,7 @@ class ManagedRun:
                 return self._record(error, duration, lost)
             if error is None and not lost:
                 job = self.handle
-                completion = Completion(job.id, job.claim_token, self.logs.take())
+                completion = Completion(job.id, job.claim_token, self.logs.take(), self._result)
                 completer.submit(self, completion, duration)
             else:
                 self._handed_over = (error, duration, lost)
@@ -507,7 +522,7 @@ class ManagedRun:
         job = self.handle
         logs = self.logs.take()
         if error is None:
-            return backend.complete(job.id, job.claim_token, logs=logs)
+            return backend.complete(job.id, job.claim_token, logs=logs, result=self._result)
         if self.signal.aborted and self.signal.reason == CANCELLED:
             return backend.cancel_run(job.id, job.claim_token, logs=logs)
         if isinstance(error, SuspendRun):

@@ -67,6 +67,8 @@ class Completion:
     job_id: str
     token: str
     logs: Sequence[LogEntry] = ()
+    #: The handler's return value (portable, checked), kept as :attr:`Job.result`.
+    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -417,9 +419,11 @@ class StoreBase(ABC):
         ``fail_reason`` the requested reason, the attempt's outcome ``cancelled``."""
 
     # -- fenced writes: the public signatures once, each store writes the outcome --------
-    def complete(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
+    def complete(
+        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = (), result: Any = None
+    ) -> JobResult:
         """See :meth:`Backend.complete`: one completion through :meth:`write_completions`."""
-        return self.write_completions("complete", [Completion(job_id, token, logs)])[0]
+        return self.write_completions("complete", [Completion(job_id, token, logs, result)])[0]
 
     def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
         """See :meth:`Backend.complete_many`."""

@@ -98,7 +98,7 @@ def test_a_task_runs_and_its_result_is_successful(queue: JobQueue, calls: list[A
     assert result.finished_at is not None and result.enqueued_at is not None
     assert result.started_at is not None and result.started_at <= result.finished_at
     assert result.attempts == 1
-    assert result.return_value is None  # return values are not stored
+    assert result.return_value == 5  # the job kept what the task returned
     fetched = tasks.add.get_result(result.id)
     assert fetched.args == [2, 3] and fetched.kwargs == {}
 
@@ -145,6 +145,15 @@ def test_results_track_the_job_status(queue: JobQueue) -> None:
     assert running.status == TaskResultStatus.RUNNING and running.started_at is not None
     handle.complete()
     assert tasks.add.get_result(result.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_task_return_value_is_its_result(queue: JobQueue) -> None:
+    result = tasks.add.enqueue(2, 3)
+    [handle] = queue.backend.claim("django-task:default", lease_owner="w")
+    assert handle.complete(5) == "completed"
+    done = tasks.add.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 5
+    assert queue.wait(result.id, timeout=1).result == 5
 
 
 def test_a_cancelled_task_is_failed_and_finished(queue: JobQueue) -> None:

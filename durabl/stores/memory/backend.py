@@ -273,6 +273,7 @@ class MemoryBackend(StoreBase):
         now = self.now()
         self._store.end_attempt(rec, "completed", now)
         self._store.move(rec, "completed", now)
+        rec.result = portable(completion.result)
         return self._store.applied(rec, token, "complete", "completed", completion.logs)
 
     def _end_cancelled(

@@ -85,6 +85,7 @@ class Record:
     attempt_history: tuple[Attempt, ...] = ()
     #: The reason given to ``cancel()`` while the job was active (None: not requested).
     cancel_requested: str | None = None
+    result: Any = None
     #: Claimed ahead of a free worker, its start not recorded yet (see durabl.model.rules).
     reserved: bool = False
     unstarted_reaps: int = 0
@@ -205,6 +206,7 @@ class MemoryStore:
                 **values,
                 "worker": rec.lease_owner,
                 "data": copy.deepcopy(rec.data),
+                "result": copy.deepcopy(rec.result),
                 "logs": tuple(rec.logs),
                 "journal": tuple(copy.deepcopy(rec.journal)),
             }

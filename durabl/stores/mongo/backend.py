@@ -673,7 +673,8 @@ class MongoJobQueue(StoreBase):
         now = self.now()
         if op == "complete":  # one completion: one fenced update
             (one,) = completions
-            update_doc = codec.terminal_update("completed", now)
+            kept = codec.result_fields(one.result)
+            update_doc = codec.terminal_update("completed", now, **kept)
             ending: tuple[datetime, AttemptOutcome, str | None] = (now, "completed", None)
             return [
                 self._fenced(
@@ -689,7 +690,8 @@ class MongoJobQueue(StoreBase):
         claims = self._batch_claims(completions)
 
         def update(completion: Completion) -> dict[str, Any]:
-            doc = codec.terminal_update("completed", now)
+            kept = codec.result_fields(completion.result)
+            doc = codec.terminal_update("completed", now, **kept)
             claim = claims.get(completion.token)
             if claim is not None:
                 push_attempt(doc, attempt_document(claim, now, "completed"))

@@ -135,10 +135,16 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         ),
         worker=doc.get("lease_owner"),
         heartbeat_at=as_utc(doc["heartbeat_at"]) if doc.get("heartbeat_at") else None,
+        result=doc.get("result"),
     )
 
 
 # -- update documents shared by the fenced writes and the reaper ----------------------------
+def result_fields(result: Any) -> dict[str, Any]:
+    """The ``$set`` fields that keep a completion's ``result`` (none for None)."""
+    return {} if result is None else {"result": result}
+
+
 def terminal_update(status: str, now: datetime, **fields: Any) -> dict[str, Any]:
     """End a job in ``status``: its dedupe slots and lease fields go."""
     return {

@@ -21,7 +21,7 @@ JOB_COLUMNS = (
     "j.seq, j.id, j.type, j.data, j.status, j.priority, j.run_at, j.attempts, "
     "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
-    "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, "
+    "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, j.result, "
     "(SELECT coalesce(json_agg(json_build_array("
     "(extract(epoch FROM l.at) * 1000)::bigint, l.message) ORDER BY l.seq), '[]'::json) "
     "FROM {logs} AS l WHERE l.job_id = j.id) AS logs"
@@ -232,12 +232,13 @@ STATEMENTS: dict[str, str] = {
         "UPDATE {jobs} SET cancel_requested = %(reason)s "
         "WHERE id = %(id)s AND status = 'active' AND cancel_requested IS NULL RETURNING id"
     ),
+    # Each completion keeps its own result: the batch is joined row by row.
     "complete": (
-        "UPDATE {jobs} AS j SET "
-        + TERMINAL
-        + ", done_token = j.claim_token WHERE "
-        + FENCE
-        + " RETURNING j.id, j.done_token"
+        "UPDATE {jobs} AS j SET " + TERMINAL + ", done_token = j.claim_token, result = u.result "
+        "FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(results)s::text[]) "
+        "AS u(id, token, result) "
+        "WHERE j.id = u.id AND j.claim_token = u.token AND j.status = 'active' "
+        "RETURNING j.id, j.done_token"
     ),
     "terminal": (
         "UPDATE {jobs} AS j SET " + TERMINAL + ", "

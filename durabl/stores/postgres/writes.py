@@ -32,6 +32,7 @@ from durabl.model.job import (
 )
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
 from durabl.model.rows import encode_journal
+from durabl.model.tagged_json import encode_payload
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.postgres import codec
 from durabl.stores.postgres.sql import Queries
@@ -158,6 +159,7 @@ def complete_many(
     params = {
         "ids": [c.job_id for c in completions],
         "tokens": [c.token for c in completions],
+        "results": [None if c.result is None else encode_payload(c.result) for c in completions],
         "now": now,
         "status": "completed",
         **ending("completed"),

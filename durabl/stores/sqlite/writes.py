@@ -312,7 +312,7 @@ def to_pending_or_supersede(
 def complete(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
     """Complete the job if the fence holds. No receipt row: the row keeps the claim token
     (``done_token``), which answers a repeat of this completion (see :func:`resolve_miss`)."""
-    return set_terminal(conn, params, "completed", ", done_token = :token")
+    return set_terminal(conn, params, "completed", ", done_token = :token, result = :result")
 
 
 def complete_many(
@@ -322,7 +322,9 @@ def complete_many(
     :func:`resolve_miss`)."""
     results: list[JobResult] = []
     for c in completions:
-        params = {"id": c.job_id, "token": c.token, "now": now, **ending("completed")}
+        result = None if c.result is None else codec.encode_payload(c.result)
+        params = {"id": c.job_id, "token": c.token, "now": now, "result": result}
+        params.update(ending("completed"))
         if not complete(conn, params):
             results.append(resolve_miss(conn, c.job_id, c.token, "complete"))
             continue
