@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from durabl.model.abort import JobContext
@@ -40,39 +39,11 @@ class DeclaredJob:
     def __call__(self, job: Job[Any], ctx: JobContext) -> object:
         return self.declaration.handler(job, ctx)
 
-    def enqueue(
-        self,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-        connection: object | None = None,
-    ) -> str | None:
+    def enqueue(self, data: Any, **options: Any) -> str | None:
         """``get_default_queue().enqueue(type, data, **options)``: the new job's id, or
-        None when its dedupe slot is taken. The type's declared defaults apply."""
-        return get_default_queue().enqueue(
-            self.type,
-            data,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-            connection=connection,
-        )
+        None when its dedupe slot is taken. Takes every option of ``JobQueue.enqueue``;
+        the type's declared defaults apply to those not given."""
+        return get_default_queue().enqueue(self.type, data, **options)
 
 
 def job(
