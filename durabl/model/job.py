@@ -398,12 +398,31 @@ class JobHandle(Job[T]):
 class JobFilter:
     """Which jobs ``list_jobs`` and ``count_jobs`` select: each field that is set must
     match (``search``: a prefix of the job id or of the dedupe key, or text the failure
-    reason contains)."""
+    reason contains; ``created_after``/``updated_after``: at or after that instant,
+    ``created_before``/``updated_before``: before it)."""
 
     status: str | None = None
     type: str | None = None
     failure_kind: FailureKind | None = None
     search: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+    def ranges(self) -> list[tuple[str, str, str, datetime]]:
+        """The time bounds that are set: ``(filter name, job field, ">=" or "<", instant)``."""
+        bounds = (
+            ("created_after", "created_at", ">="),
+            ("created_before", "created_at", "<"),
+            ("updated_after", "updated_at", ">="),
+            ("updated_before", "updated_at", "<"),
+        )
+        return [
+            (name, column, op, value)
+            for name, column, op in bounds
+            if (value := getattr(self, name)) is not None
+        ]
 
     def equal_fields(self) -> dict[str, str]:
         """The fields a job must equal, by name: those of ``status``, ``type`` and

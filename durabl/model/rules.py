@@ -77,6 +77,11 @@ def job_filter(filters: Mapping[str, Any]) -> JobFilter:
         raise TypeError(f"unknown job filters {unknown}: use {', '.join(JOB_FILTER_FIELDS)}")
     selection = JobFilter(**filters)
     check_filters(selection.status, selection.failure_kind)
+    for name, _, _, value in selection.ranges():
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime, got {value!r}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be timezone-aware, got {value!r}")
     return selection
 
 

@@ -3,7 +3,8 @@ the failure reason), the same on every store."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,33 @@ def test_search_matches_text_in_the_failure_reason(backend: Backend) -> None:
     assert backend.list_jobs(search="550 MAILBOX") == []  # case-sensitive
     assert backend.list_jobs(search="5.0") == []  # no wildcards
     assert backend.list_jobs(search="mailbox%") == []
+
+
+def test_time_range_filters(backend: Backend, clock: FakeClock) -> None:
+    start = clock.now()
+    early = enqueue_id(backend, data={"n": 1})
+    clock.advance(60)
+    middle = enqueue_id(backend, data={"n": 2})
+    clock.advance(60)
+    late = enqueue_id(backend, data={"n": 3}, priority=-1)
+    clock.advance(60)
+    assert claim_one(backend).id == late  # updated now
+
+    def ids(**filters: Any) -> set[str]:
+        return {j.id for j in backend.list_jobs(**filters)}
+
+    minute = timedelta(seconds=60)
+    assert ids(created_after=start + minute) == {middle, late}
+    assert ids(created_before=start + minute) == {early}
+    assert ids(created_after=start + minute, created_before=start + 2 * minute) == {middle}
+    assert ids(updated_after=start + 3 * minute) == {late}
+    assert ids(updated_before=start + 3 * minute) == {early, middle}
+    assert backend.count_jobs(created_after=start, created_before=start + minute) == 1
+    assert ids(created_after=start + 10 * minute) == set()
+
+
+def test_time_range_filters_check_their_values(backend: Backend) -> None:
+    with pytest.raises(TypeError, match="created_after"):
+        backend.list_jobs(created_after="yesterday")
+    with pytest.raises(ValueError, match="timezone-aware"):
+        backend.count_jobs(updated_before=datetime(2024, 1, 1))

@@ -243,10 +243,15 @@ class MemoryStore:
     def select(self, filters: JobFilter) -> list[Record]:
         equal = filters.equal_fields().items()
         search = filters.search
+        ranges = [(column, op == ">=", value) for _, column, op, value in filters.ranges()]
         return [
             r
             for r in self.jobs.values()
             if all(getattr(r, name) == value for name, value in equal)
+            and all(
+                (getattr(r, column) >= value) if at_least else (getattr(r, column) < value)
+                for column, at_least, value in ranges
+            )
             and (
                 not search
                 or r.id.startswith(search)

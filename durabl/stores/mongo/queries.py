@@ -40,6 +40,8 @@ class MongoQueries:
 
     def _list_query(self, filters: JobFilter) -> dict[str, Any]:
         query: dict[str, Any] = dict(filters.equal_fields())
+        for _, column, op, value in filters.ranges():
+            query.setdefault(column, {})["$gte" if op == ">=" else "$lt"] = value
         search = filters.search
         if search:
             terms: list[dict[str, Any]] = [

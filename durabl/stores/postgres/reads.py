@@ -43,6 +43,9 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     of the job id or of the dedupe key, or text in the failure reason, byte for byte."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [FILTERS[name] for name in params]
+    for name, column, op, value in selection.ranges():  # names from JobFilter, not input
+        clauses.append(f"j.{column} {op} %({name})s")
+        params[name] = value
     search = selection.search
     if search:
         try:

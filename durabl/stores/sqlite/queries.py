@@ -93,6 +93,9 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     wildcards)."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
+    for name, column, op, value in selection.ranges():
+        clauses.append(f"{column} {op} :{name}")
+        params[name] = codec.to_ms(value)
     search = selection.search
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
