@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import urlencode
 
@@ -36,6 +36,15 @@ ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matc
 SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works as is
 TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", "o"
 STATUS_VAR = "status"
+DATE_VAR = "d"
+#: The date filter's choices: how far back a list reaches (by finish time on the lists of
+#: finished jobs, by creation time on the pending and active lists).
+DATE_RANGES: Mapping[str, tuple[str, timedelta]] = {
+    "1h": ("Past hour", timedelta(hours=1)),
+    "24h": ("Past 24 hours", timedelta(days=1)),
+    "7d": ("Past 7 days", timedelta(days=7)),
+    "30d": ("Past 30 days", timedelta(days=30)),
+}
 
 #: Every status with a list, in the order the admin shows them: ``cancelled`` once the
 #: store knows it.
@@ -83,6 +92,8 @@ class JobFilters:
     page: int = 1
     #: A ``list_jobs`` order (``"-created_at"``...), None for the store's default.
     order: str | None = None
+    #: A key of :data:`DATE_RANGES`, or None for any date.
+    since: str | None = None
 
     @classmethod
     def from_query(cls, status: str, query: Mapping[str, Any]) -> JobFilters:
@@ -108,16 +119,28 @@ class JobFilters:
         order = text(ORDER_VAR)
         if order is not None and order.removeprefix("-") not in JOB_ORDER_FIELDS:
             order = None
-        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page, order)
+        since = text(DATE_VAR)
+        if since not in DATE_RANGES:
+            since = None
+        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page, order, since)
+
+    @property
+    def date_field(self) -> str:
+        """The time the date filter bounds on this list: ``created`` or ``updated``."""
+        return "created" if self.status in ("pending", "active") else "updated"
 
     def queue_filters(self) -> dict[str, Any]:
         """Keyword arguments for ``list_jobs`` / ``count_jobs``."""
-        return {
+        filters: dict[str, Any] = {
             "status": self.status,
             "type": self.type,
             "failure_kind": self.failure_kind,
             "search": self.search,
         }
+        if self.since is not None:
+            after = datetime.now(timezone.utc) - DATE_RANGES[self.since][1]
+            filters[f"{self.date_field}_after"] = after
+        return filters
 
     def params(self, *, with_page: bool = True) -> dict[str, str]:
         params: dict[str, str] = {}
@@ -127,6 +150,8 @@ class JobFilters:
             params[KIND_VAR] = self.failure_kind
         if self.search:
             params[SEARCH_VAR] = self.search
+        if self.since:
+            params[DATE_VAR] = self.since
         if self.order:
             params[ORDER_VAR] = self.order
         if with_page and self.page > 1:
@@ -149,7 +174,7 @@ class JobFilters:
 
     @property
     def is_filtered(self) -> bool:
-        return bool(self.type or self.failure_kind or self.search)
+        return bool(self.type or self.failure_kind or self.search or self.since)
 
     def describe(self) -> str:
         """What the filters select, to follow "jobs", e.g. ``of type "email", with failure
@@ -161,6 +186,9 @@ class JobFilters:
             parts.append(f'with failure kind "{kind_label(self.failure_kind)}"')
         if self.search:
             parts.append(f'whose id, dedupe key or failure reason matches "{self.search}"')
+        if self.since:
+            when = "created" if self.date_field == "created" else "last changed"
+            parts.append(f"{when} in the {DATE_RANGES[self.since][0].lower()}")
         if len(parts) > 1:
             return ", ".join(parts[:-1]) + " and " + parts[-1]
         return "".join(parts)

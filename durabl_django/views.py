@@ -24,6 +24,7 @@ from durabl import FAILURE_KINDS, Job, QueueStats
 from durabl.model.schedule import Schedule
 from durabl_django.admin_support import (
     CANCEL_PERMISSION,
+    DATE_RANGES,
     DELETE_PERMISSION,
     KIND_VAR,
     LISTED_STATUSES,
@@ -243,7 +244,7 @@ def _headers(filters: JobFilters) -> list[dict[str, Any]]:
 
 def _unfiltered(filters: JobFilters) -> JobFilters:
     """The same list and order, without type, failure kind or search."""
-    return replace(filters, type=None, failure_kind=None, search=None)
+    return replace(filters, type=None, failure_kind=None, search=None, since=None)
 
 
 def _types_listed(queue: JobQueue, status: str) -> list[str]:
@@ -260,6 +261,20 @@ def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, A
             + [Choice(t, filters.querystring(type=t), filters.type == t) for t in types],
         }
     ]
+    since = filters.since
+    label = {"pending": "created", "active": "created", "failed": "failed"}.get(
+        filters.status, "finished"
+    )
+    specs.append(
+        {
+            "title": label,
+            "choices": [Choice("Any date", filters.querystring(since=None), since is None)]
+            + [
+                Choice(title, filters.querystring(since=key), since == key)
+                for key, (title, _) in DATE_RANGES.items()
+            ],
+        }
+    )
     if filters.status == "failed":
         kind = filters.failure_kind
         specs.append(

@@ -224,3 +224,24 @@ def test_schedules_page_lists_next_and_last_run_and_links_the_last_job(
     page = admin_client.get(reverse(SCHEDULES)).content.decode()
     job_url = reverse("admin:durabl_django_job_detail", args=[fired[0]])
     assert f'<a href="{job_url}">{fired[0]}</a>' in page
+
+
+def test_date_filter_bounds_the_list(
+    admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = fail_jobs(queue, 2)
+    url = changelist("failed")
+    page = admin_client.get(url).content.decode()
+    assert "By failed" in page and '<a href="?d=1h">Past hour</a>' in page
+    assert set(rows(admin_client.get(url, {"d": "1h"}))) == set(failed)
+    assert set(rows(admin_client.get(url, {"d": "bogus"}))) == set(failed)  # ignored
+    selected = admin_client.get(url, {"d": "7d"}).content.decode()
+    assert '<li class="selected"><a href="?d=7d">Past 7 days</a></li>' in selected
+    assert "Clear all filters" in selected
+    # A window that ends before the jobs changed selects none of them.
+    from durabl_django import admin_support
+
+    monkeypatch.setitem(admin_support.DATE_RANGES, "1h", ("Past hour", timedelta(hours=-1)))
+    assert rows(admin_client.get(url, {"d": "1h"})) == []
+    pending = admin_client.get(changelist("pending")).content.decode()
+    assert "By created" in pending
