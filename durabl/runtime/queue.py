@@ -12,6 +12,7 @@ from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import (
+    DEFAULTABLE_OPTIONS,
     ConcurrencyKey,
     DeadLetterHook,
     TypeOptions,
@@ -71,10 +72,17 @@ class JobQueue:
         *,
         clock: Clock | None = None,
         immediate: bool | None = None,
+        retention: Seconds | None = None,
     ) -> None:
         vt = to_seconds(visibility_timeout, "visibility_timeout")
         if vt <= 0:
             raise ValueError("visibility_timeout must be positive")
+        keep = None if retention is None else to_seconds(retention, "retention")
+        if keep is not None and not keep > 0:
+            raise ValueError(f"retention must be a positive duration or None, got {retention!r}")
+        #: Seconds finished jobs are kept: when set, every reaper sweep prunes older ones
+        #: (:meth:`prune` with its default statuses).
+        self.retention = keep
         self.backend = backend
         self.logger = logger or _module_logger
         self.visibility_timeout = vt
@@ -99,7 +107,7 @@ class JobQueue:
         self._type_options: dict[str, TypeOptions] = {}
         self._reaper = ReaperSlot(self)
         #: The scheduler (docs/schedules.md): its thread starts with start_scheduler().
-        self.scheduler = Scheduler(backend, self.clock, self.logger)
+        self.scheduler = Scheduler(backend, self.clock, self.logger, new_job=self._tick_job)
         #: Push pickup: one change-stream watcher, started by the first process().
         self.pickup = PushPickup(
             backend,
@@ -223,9 +231,14 @@ class JobQueue:
             self._job_due(type)
         return result.job_id
 
-    def _new_job(
-        self, type: str, data: Any, defaultable: dict[str, Any], **options: Any
-    ) -> NewJob:
+    def _tick_job(self, schedule: Schedule, tick: datetime) -> NewJob:
+        """The job one tick of ``schedule`` enqueues, checked as :meth:`enqueue` checks a
+        job: the type's declared defaults and schema apply, the schedule's options win."""
+        options = dict(schedule.options)
+        defaultable = {name: options.pop(name, None) for name in DEFAULTABLE_OPTIONS}
+        return self._new_job(schedule.type, schedule.data, defaultable, run_at=tick, **options)
+
+    def _new_job(self, type: str, data: Any, defaultable: dict[str, Any], **options: Any) -> NewJob:
         """A job checked as every enqueue checks it: the type's defaults under the
         options given, its payload through the type's schema."""
         type_options = self.type_options(type)
@@ -488,6 +501,15 @@ class JobQueue:
                 raise TimeoutError(f"job {job_id} is still {job.status} after {limit:g} s")
             idle.wait(pause if left is None else min(pause, left))
             pause = min(pause * 2, 0.5)
+
+    def prune(
+        self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES
+    ) -> int:
+        """Delete the jobs in ``statuses`` (default completed, superseded and cancelled:
+        failed jobs are kept unless named) that finished more than ``older_than`` seconds
+        ago, with their logs, in one store operation; the number deleted. ``ValueError``
+        for an age that is not positive or a status that is not terminal."""
+        return self._ready().prune(older_than=older_than, statuses=statuses)
 
     def cancel(self, job_id: str, reason: str | None = None) -> bool:
         """Cancel a job. Pending: it ends ``cancelled`` at once (its dedupe slot freed).

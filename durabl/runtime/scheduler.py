@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds
+from durabl.model.options import NewJob
 from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule, build_schedule, plan_firing, tick_job
 from durabl.stores.base import Backend
@@ -81,8 +83,17 @@ class Scheduler:
     """One queue's scheduler: :meth:`run_once` is one pass; :meth:`start` runs passes on a
     thread named ``durabl-scheduler`` until :meth:`stop`."""
 
-    def __init__(self, backend: Backend, clock: Clock, logger: logging.Logger) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        clock: Clock,
+        logger: logging.Logger,
+        *,
+        new_job: Callable[[Schedule, datetime], NewJob] = tick_job,
+    ) -> None:
         self.backend = backend
+        #: Builds the job of one tick (the queue's: the type's declared defaults apply).
+        self.new_job = new_job
         self.clock = clock
         self.logger = logger
         self._lock = threading.Lock()
@@ -134,7 +145,7 @@ class Scheduler:
         firing = plan_firing(schedule, now)
         if firing is None:
             return schedule.next_run_at
-        jobs = [(tick, tick_job(schedule, tick)) for tick in firing.ticks]
+        jobs = [(tick, self.new_job(schedule, tick)) for tick in firing.ticks]
         ids = self.backend.fire_schedule(schedule, firing.next_run_at, jobs)
         if ids is None:
             self.logger.debug("schedule %s was fired by another process", schedule.name)

@@ -3,6 +3,7 @@ schedulers race, catch-up after downtime, declarations stored idempotently."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -223,3 +224,32 @@ def test_bad_enqueue_options_and_payloads_raise_too(backend: Backend, clock: Fak
     with pytest.raises(TypeError):
         queue.schedule("bad", "tick", every=5, data={"x": object()})
     assert queue.list_schedules() == []
+
+
+def test_a_ticks_job_takes_the_types_defaults_and_the_schedule_options_win(
+    backend: Backend, clock: FakeClock
+) -> None:
+    queue = queue_on(backend, clock)
+    queue.register("report", lambda job, ctx: None, max_attempts=7, priority=4)
+    queue.schedule("nightly", "report", every=60, priority=1)
+    clock.advance(60.25)
+    queue.scheduler.run_once()
+    (job,) = backend.list_jobs(type="report")
+    assert (job.max_attempts, job.priority) == (7, 1)
+
+
+def test_a_tick_whose_data_the_types_schema_refuses_enqueues_nothing(
+    backend: Backend, clock: FakeClock
+) -> None:
+    pytest.importorskip("pydantic")
+
+    @dataclass
+    class Report:
+        day: int
+
+    queue = queue_on(backend, clock)
+    queue.register("report", lambda job, ctx: None, schema=Report)
+    queue.schedule("bad", "report", every=60, data={"day": "not a number"})
+    clock.advance(60.25)
+    queue.scheduler.run_once()  # logged, retried later; nothing stored
+    assert backend.list_jobs(type="report") == []
