@@ -8,8 +8,9 @@ breadcrumbs). Job data reaches the templates as plain strings, which Django esca
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -595,14 +596,87 @@ def _stats_row(
     }
 
 
+CHART_BUCKETS = 12  # the last hour in 5-minute bars
+CHART_BUCKET = timedelta(minutes=5)
+CHART_MAX_TYPES = 20
+CHART_WIDTH, CHART_HEIGHT = 240, 48
+REFRESH_CHOICES = (0, 10, 30, 60)  # seconds between reloads of the overview (0: off)
+
+
+def _bars(counts: list[int], peak: int, offset: float, css: str) -> list[dict[str, Any]]:
+    slot = CHART_WIDTH / len(counts)
+    bars = []
+    for n, count in enumerate(counts):
+        height = round(CHART_HEIGHT * count / peak, 1) if peak else 0
+        bars.append(
+            {
+                "x": round(n * slot + offset, 1),
+                "y": round(CHART_HEIGHT - height, 1),
+                "width": round(slot / 2 - 1, 1),
+                "height": height,
+                "count": count,
+                "css": css,
+                "minutes_ago": (len(counts) - n) * 5,
+            }
+        )
+    return bars
+
+
+def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
+    """Per type, completions and failures in each 5-minute bucket of the last hour, as
+    bars of a server-rendered SVG chart (counted by the store: two counts a bucket)."""
+    now = timezone.now()
+    edges = [now - CHART_BUCKET * (CHART_BUCKETS - n) for n in range(CHART_BUCKETS + 1)]
+    charts = []
+    for job_type in job_types[:CHART_MAX_TYPES]:
+        series = {
+            status: [
+                queue.count_jobs(
+                    status=status, type=job_type, updated_after=low, updated_before=high
+                )
+                for low, high in pairwise(edges)
+            ]
+            for status in ("completed", "failed")
+        }
+        done, failed = series["completed"], series["failed"]
+        peak = max([*done, *failed, 0])
+        half = CHART_WIDTH / CHART_BUCKETS / 2
+        charts.append(
+            {
+                "type": job_type,
+                "completed": sum(done),
+                "failed": sum(failed),
+                "bars": _bars(done, peak, 0, "durabl-bar-completed")
+                + _bars(failed, peak, half, "durabl-bar-failed"),
+            }
+        )
+    return charts
+
+
 def queue_overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     """Per type: pending, active, completed, failed by kind, superseded and the oldest
-    pending job's lag, marked when it is above ``ADMIN_LAG_THRESHOLD``."""
+    pending job's lag, marked when it is above ``ADMIN_LAG_THRESHOLD``; a chart of the
+    last hour's completions and failures; ``?refresh=N`` reloads the page every N s."""
     require(request)
     queue = get_job_queue()
     threshold = lag_threshold()
-    rows = [_stats_row(t, t, queue.get_stats(t), threshold) for t in queue.job_types()]
+    job_types = queue.job_types()
+    rows = [_stats_row(t, t, queue.get_stats(t), threshold) for t in job_types]
+    try:
+        refresh = int(request.GET.get("refresh", "0"))
+    except ValueError:
+        refresh = 0
+    if refresh not in REFRESH_CHOICES:
+        refresh = 0
     context = {
+        "charts": _activity(queue, job_types),
+        "chart_width": CHART_WIDTH,
+        "chart_height": CHART_HEIGHT,
+        "refresh": refresh,
+        "refresh_choices": [
+            (seconds, f"every {seconds} s" if seconds else "off", f"?refresh={seconds}")
+            for seconds in REFRESH_CHOICES
+        ],
         **base_context(model_admin, request, "Queue overview"),
         "rows": rows,
         "total": _stats_row("Total", None, queue.get_stats(None), threshold),

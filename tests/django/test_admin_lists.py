@@ -245,3 +245,34 @@ def test_date_filter_bounds_the_list(
     assert rows(admin_client.get(url, {"d": "1h"})) == []
     pending = admin_client.get(changelist("pending")).content.decode()
     assert "By created" in pending
+
+
+OVERVIEW = "admin:durabl_django_queueoverview_changelist"
+
+
+def test_overview_charts_the_last_hour_per_type(admin_client: Client, queue: JobQueue) -> None:
+    complete_jobs(queue, 3, "ok")
+    fail_jobs(queue, 2, XSS)
+    page = admin_client.get(reverse(OVERVIEW)).content.decode()
+    charts = dict(
+        re.findall(
+            r'<tr class="durabl-chart">\s*<th scope="row">([^<]*)</th>(.*?)</tr>', page, re.S
+        )
+    )
+    assert set(charts) == {"ok", html.escape(XSS)}
+    assert "3 completed, 0 failed" in charts["ok"]
+    assert "0 completed, 2 failed" in charts[html.escape(XSS)]
+    # The newest bucket holds them; its bar reaches the top of its chart.
+    assert '<rect class="durabl-bar-completed"' in charts["ok"]
+    assert "<title>3 completed, 5 to 0 min ago</title>" in charts["ok"]
+    assert XSS not in page
+
+
+def test_overview_auto_refresh_toggle(admin_client: Client, queue: JobQueue) -> None:
+    off = admin_client.get(reverse(OVERVIEW)).content.decode()
+    assert 'http-equiv="refresh"' not in off and '<a href="?refresh=10">' in off
+    on = admin_client.get(reverse(OVERVIEW), {"refresh": "10"}).content.decode()
+    assert '<meta http-equiv="refresh" content="10">' in on
+    assert '<a href="?refresh=0">Auto-refresh off</a>' in on
+    odd = admin_client.get(reverse(OVERVIEW), {"refresh": "1"}).content.decode()
+    assert 'http-equiv="refresh"' not in odd
