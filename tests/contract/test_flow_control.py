@@ -13,7 +13,7 @@ from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, enqueue, enqueue_id, expire_leases, get, second_view
 
-_NOT_YET = {"mongomock", "mongodb"}  # flow control still being built there
+_NOT_YET: set[str] = set()
 
 
 @pytest.fixture(autouse=True)

@@ -88,6 +88,18 @@ def txn(request: Request) -> tuple[Any, Any]:
     return request.doc.get("lsid"), request.doc.get("txnNumber")
 
 
+def _flow_control_read(request: Request) -> bool:
+    """The rate limit read or the per-key count of active jobs a claim starts with."""
+    name = request.command_name
+    doc = request.doc
+    if name == "find":
+        return doc.get("find") == f"{COLLECTION}_rate_limits"
+    if name == "aggregate" and doc.get("aggregate") == COLLECTION:
+        match = (doc.get("pipeline") or [{}])[0].get("$match", {})
+        return "concurrency_key" in match
+    return False
+
+
 class Wire:
     """A scripted primary (shared by the session's tests), one real client, one store."""
 
@@ -128,6 +140,11 @@ class Wire:
             return bool(request.ok(localTime=_now(), **self.hello))
         if name == "endsessions":
             return bool(request.ok())
+        if _flow_control_read(request):
+            # A claim's flow-control reads (durabl.stores.mongo.flow), answered as for a
+            # store whose jobs use no concurrency key or rate limit.
+            ns = f"durabl.{request.doc.get(request.command_name)}"
+            return bool(request.ok(cursor={"id": 0, "ns": ns, "firstBatch": []}))
         return None
 
     def close(self) -> None:

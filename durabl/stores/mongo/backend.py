@@ -28,6 +28,7 @@ from durabl.model.exceptions import (
     DedupeScopeConflictError,
     DurablError,
 )
+from durabl.model.flow import RateLimit
 from durabl.model.job import (
     AttemptOutcome,
     CancelOutcome,
@@ -60,7 +61,7 @@ from durabl.stores.base import (
     Release,
     StoreBase,
 )
-from durabl.stores.mongo import cancel, codec, factory
+from durabl.stores.mongo import cancel, codec, factory, flow
 from durabl.stores.mongo.attempts import (
     CLAIM_FIELDS,
     ClaimInfo,
@@ -319,7 +320,7 @@ class MongoJobQueue(StoreBase):
                 lease_owner,
                 usage=usage,
             )
-            blocked = blocked or handle is None and job.concurrency_key is not None
+            blocked = blocked or (handle is None and job.concurrency_key is not None)
             if handle is None:
                 return InlineClaimResult(None, enq.job_id if blocked else None)
             return InlineClaimResult(handle)
@@ -379,6 +380,7 @@ class MongoJobQueue(StoreBase):
         ``pending``-scope follower whose key already has an active run, or a job whose
         concurrency key had no slot left (``usage``: see :mod:`durabl.stores.mongo.flow`)."""
         token = self._new_token()
+        col = self.store.col
 
         def claim() -> tuple[JobHandle[Any] | None, bool]:
             try:
@@ -393,10 +395,10 @@ class MongoJobQueue(StoreBase):
                 return None, True
             if doc is None:
                 return None, False
-            if doc.get(flow.KEY) is not None and usage is not None:
-                if not flow.take_slot(self.store.col, doc, token, usage):
-                    flow.unclaim(self.store.col, doc["_id"], token, now)
-                    return None, True
+            keyed = doc.get(flow.KEY) is not None
+            if keyed and usage is not None and not flow.take_slot(col, doc, token, usage):
+                flow.unclaim(col, doc["_id"], token, now)  # the key had no room
+                return None, True
             self._claims.remember(token, doc)
             return handle_for(codec.to_job(doc), token, self), False
 
@@ -467,10 +469,15 @@ class MongoJobQueue(StoreBase):
         fits = self.store.call(
             "claim", lambda: flow.count_starts(self._rates, type, now, len(claimed))
         )
-        for handle in claimed[fits:]:
-            self.store.call(
-                "claim", lambda h=handle: flow.unclaim(self.store.col, h.object_id, h.claim_token, now)
-            )
+        col = self.store.col
+        over = [(ObjectId(h.id), h.claim_token) for h in claimed[fits:]]
+
+        def hand_back() -> None:
+            for job_id, token in over:
+                flow.unclaim(col, job_id, token, now)
+
+        if over:
+            self.store.call("claim", hand_back)
         return claimed[:fits]
 
     def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:

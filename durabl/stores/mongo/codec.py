@@ -82,6 +82,9 @@ def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
         doc["dedupe_key"] = job.dedupe_key
         doc["dedupe_scope"] = job.dedupe_scope
         doc[pending_slot(job.dedupe_scope)] = job.dedupe_key
+    if job.concurrency_key is not None:  # flow control: see durabl.stores.mongo.flow
+        doc["concurrency_key"] = job.concurrency_key
+        doc["concurrency_limit"] = job.concurrency_limit
     return doc
 
 

@@ -9,6 +9,7 @@ from pymongo.collection import Collection
 
 from durabl.model.exceptions import DurablError
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
+from durabl.stores.mongo.flow import slot_index_options
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,14 @@ INDEXES: tuple[IndexSpec, ...] = (
     _slot("durabl_dedupe_live", LIVE_SLOT),
     _slot("durabl_dedupe_pending", PENDING_SLOT),
     _slot("durabl_dedupe_active", ACTIVE_SLOT),
+    # Flow control (durabl.stores.mongo.flow): a key's slots are exclusive among active
+    # jobs; the claim counts each key's active jobs.
+    IndexSpec("durabl_concurrency_slot", [("concurrency_slot", 1)], slot_index_options()),
+    IndexSpec(
+        "durabl_concurrency",
+        [("concurrency_key", 1), ("status", 1)],
+        {"partialFilterExpression": {"concurrency_key": {"$exists": True}}},
+    ),
     # Stats per type and status; oldest due pending job per type.
     IndexSpec("durabl_type_status", [("type", 1), ("status", 1), ("run_at", 1)]),
     # Failed jobs newest first; counts by status across types.

@@ -1,0 +1,185 @@
+"""Flow control on MongoDB (:mod:`durabl.model.flow`).
+
+Concurrency keys: an active job with a key holds one of its key's ``limit`` slots, the
+string ``"<n>:<key>"`` in ``concurrency_slot``, which a unique partial index over active
+jobs makes exclusive (a job leaving ``active`` frees it with no write of its own). A claim
+first reads how many active jobs hold each key (one aggregate on that index) and leaves
+the jobs of a full key out of its query, so a held-back job costs no write. A claimed job
+with a key then takes a free slot before its handle is handed out; a claimer that lost
+the race for the last slot hands the job back at once, inside the same claim.
+
+Rate limits: one document per limited type in ``<collection>_rate_limits``, with the
+claims counted in its current window. A claim reads it (a full window: nothing written),
+claims at most what is left, then counts its claims by compare-and-set; a claimer that
+lost the race to a full window hands back the claims over the limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError
+
+from durabl.model.flow import RateLimit
+from durabl.model.payload import to_millis
+from durabl.stores.mongo.codec import ACTIVE_SLOT, PENDING_SLOT
+
+KEY = "concurrency_key"
+LIMIT = "concurrency_limit"
+SLOT = "concurrency_slot"
+_CAS_TRIES = 8
+
+
+def slot_index_options() -> dict[str, Any]:
+    """The unique partial index on the slot of active jobs."""
+    return {
+        "unique": True,
+        "partialFilterExpression": {"status": "active", SLOT: {"$exists": True}},
+    }
+
+
+@dataclass
+class KeyUsage:
+    """The active jobs of each key, as one claim sees and updates them."""
+
+    active: dict[str, int] = field(default_factory=dict)
+    slots: dict[str, set[int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, col: Collection[dict[str, Any]]) -> KeyUsage:
+        usage = cls()
+        rows = col.aggregate(
+            [
+                {"$match": {"status": "active", KEY: {"$exists": True}}},
+                {"$group": {"_id": f"${KEY}", "n": {"$sum": 1}, "slots": {"$push": f"${SLOT}"}}},
+            ]
+        )
+        for row in rows:
+            usage.active[row["_id"]] = row["n"]
+            usage.slots[row["_id"]] = {
+                int(s.split(":", 1)[0]) for s in row["slots"] if isinstance(s, str)
+            }
+        return usage
+
+    def held_back(self) -> list[dict[str, Any]]:
+        """Query clauses for the jobs whose key has no room (``$nor`` them)."""
+        return [{KEY: key, LIMIT: {"$lte": n}} for key, n in self.active.items()]
+
+
+def with_room(query: Mapping[str, Any], usage: KeyUsage) -> dict[str, Any]:
+    """``query`` without the jobs of a full key."""
+    held = usage.held_back()
+    return {**query, "$nor": held} if held else dict(query)
+
+
+def take_slot(
+    col: Collection[dict[str, Any]], doc: Mapping[str, Any], token: str, usage: KeyUsage
+) -> bool:
+    """Give the just-claimed ``doc`` (claim ``token``) a free slot of its key; False when
+    every slot is held (the caller hands the job back)."""
+    key, limit = doc[KEY], int(doc.get(LIMIT) or 1)
+    usage.active[key] = usage.active.get(key, 0)  # the claim itself is not counted yet
+    for n in range(limit):
+        if n in usage.slots.get(key, set()):
+            continue
+        try:
+            done = col.update_one(
+                {"_id": doc["_id"], "claim_token": token, "status": "active"},
+                {"$set": {SLOT: f"{n}:{key}"}},
+            )
+        except DuplicateKeyError:
+            usage.slots.setdefault(key, set()).add(n)
+            continue
+        if done.matched_count:
+            usage.slots.setdefault(key, set()).add(n)
+            usage.active[key] += 1
+            return True
+        return False
+    usage.active[key] = max(usage.active[key], limit)  # full: left out from now on
+    return False
+
+
+def unclaim(col: Collection[dict[str, Any]], job_id: Any, token: str, now: datetime) -> None:
+    """Undo a claim whose handle was never handed out (its key or window had no room):
+    pending again, its attempt given back, its dedupe slot moved back."""
+    col.update_one(
+        {"_id": job_id, "claim_token": token, "status": "active"},
+        {
+            "$set": {"status": "pending", "updated_at": now},
+            "$inc": {"attempts": -1},
+            "$unset": {
+                "claim_token": "",
+                "claimed_at": "",
+                "heartbeat_at": "",
+                "lease_owner": "",
+                "reserved": "",
+            },
+            "$rename": {ACTIVE_SLOT: PENDING_SLOT},
+        },
+    )
+
+
+# -- rate limits ----------------------------------------------------------------------------
+def rates_collection(col: Collection[dict[str, Any]], name: str) -> Collection[dict[str, Any]]:
+    return col.database.get_collection(f"{name}_rate_limits", codec_options=col.codec_options)
+
+
+def write_rate(rates: Collection[dict[str, Any]], type: str, rate: RateLimit | None) -> None:
+    if rate is None:
+        rates.delete_one({"_id": type})
+        return
+    rates.update_one(
+        {"_id": type},
+        {
+            "$set": {"max_starts": rate.limit, "per_ms": rate.per_millis},
+            "$setOnInsert": {"window_start": 0, "started": 0},
+        },
+        upsert=True,
+    )
+
+
+def read_rate(rates: Collection[dict[str, Any]], type: str) -> RateLimit | None:
+    doc = rates.find_one({"_id": type})
+    return None if doc is None else RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
+
+
+def _millis(now: datetime) -> int:
+    return int(to_millis(now).timestamp() * 1000)
+
+
+def allowance(
+    rates: Collection[dict[str, Any]], type: str, now: datetime
+) -> tuple[RateLimit, int] | None:
+    """The type's limit and how many more may start in the window of ``now``."""
+    doc = rates.find_one({"_id": type})
+    if doc is None:
+        return None
+    rate = RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
+    started = doc["started"] if doc["window_start"] == rate.window_of(_millis(now)) else 0
+    return rate, rate.allowance(started)
+
+
+def count_starts(rates: Collection[dict[str, Any]], type: str, now: datetime, n: int) -> int:
+    """Count ``n`` claims in the window of ``now`` by compare-and-set; how many of them fit
+    (the caller hands back the rest)."""
+    for _ in range(_CAS_TRIES):
+        doc = rates.find_one({"_id": type})
+        if doc is None:
+            return n  # the limit was removed meanwhile
+        rate = RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
+        window = rate.window_of(_millis(now))
+        started = doc["started"] if doc["window_start"] == window else 0
+        fits = min(n, rate.allowance(started))
+        if not fits:
+            return 0
+        done = rates.update_one(
+            {"_id": type, "window_start": doc["window_start"], "started": doc["started"]},
+            {"$set": {"window_start": window, "started": started + fits}},
+        )
+        if done.matched_count:
+            return fits
+    return 0
