@@ -34,7 +34,7 @@ from durabl.model.clock import as_utc
 from durabl.model.options import build_new_job
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.indexes import INDEXES
-from tests.wire.server import NAMESPACE, Wire, claimed_by
+from tests.wire.server import COLLECTION, NAMESPACE, Wire, claimed_by
 
 #: Labels a 4.4+ server adds to an error the driver may resume a change stream after.
 RESUMABLE_LABEL = "ResumableChangeStreamError"
@@ -276,6 +276,10 @@ class ChangeStreamServer:
 
     def _on_aggregate(self, request: Request) -> None:
         pipeline = list(request.doc["pipeline"])
+        if not pipeline or "$changeStream" not in pipeline[0]:
+            # Another read of the store (a count, a grouping): none of the jobs it asks about.
+            request.ok(cursor={"id": 0, "ns": NAMESPACE, "firstBatch": []})
+            return
         stage = dict(pipeline[0]["$changeStream"])
         self.opens.append(Open(stage, pipeline[1:]))
         fault = self._open_faults.popleft() if self._open_faults else self.refuse_opens
@@ -365,6 +369,9 @@ class ChangeStreamServer:
         request.ok(n=len(request.doc["documents"]))
 
     def _on_find(self, request: Request) -> None:
+        if request.doc.get("find") != COLLECTION:  # another collection of the store
+            request.ok(cursor={"id": 0, "ns": NAMESPACE, "firstBatch": []})
+            return
         # The watcher's look-ups and read-backs: the pending jobs the filter names by id.
         self.finds += 1
         if self._find_faults:
