@@ -19,9 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 import durabl_django
-from durabl import FAILURE_KINDS, FailureKind, Job
-from durabl.model.job import STATUSES
-from durabl.model.rules import JOB_ORDER_FIELDS
+from durabl import FAILURE_KINDS, STATUSES, FailureKind, Job
 
 if TYPE_CHECKING:
     from durabl import JobQueue
@@ -36,6 +34,8 @@ ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matc
 SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works as is
 TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", "o"
 STATUS_VAR = "status"
+#: The ``list_jobs`` orders the lists' column headings sort by.
+SORTABLE = ("type", "priority", "run_at", "attempts", "created_at", "updated_at")
 DATE_VAR = "d"
 #: The date filter's choices: how far back a list reaches (by finish time on the lists of
 #: finished jobs, by creation time on the pending and active lists).
@@ -117,7 +117,7 @@ class JobFilters:
         except ValueError:
             page = 1
         order = text(ORDER_VAR)
-        if order is not None and order.removeprefix("-") not in JOB_ORDER_FIELDS:
+        if order is not None and order.removeprefix("-") not in SORTABLE:
             order = None
         since = text(DATE_VAR)
         if since not in DATE_RANGES:

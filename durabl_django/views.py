@@ -21,8 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from durabl import FAILURE_KINDS, Job, QueueStats
-from durabl.model.schedule import Schedule
+from durabl import FAILURE_KINDS, Job, QueueStats, Schedule
 from durabl_django.admin_support import (
     CANCEL_PERMISSION,
     DATE_RANGES,
