@@ -9,18 +9,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from durabl.model.flow import RateLimit
+from durabl.model.options import build_new_job
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, enqueue, enqueue_id, expire_leases, get, second_view
-
-_NOT_YET: set[str] = set()
-
-
-@pytest.fixture(autouse=True)
-def _flow_control_store(request: pytest.FixtureRequest) -> None:
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("backend") in _NOT_YET:
-        pytest.skip("flow control not built on this store yet")
 
 
 def claim_ids(backend: Backend, type: str = "t", limit: int = 100) -> list[str]:
@@ -234,3 +226,15 @@ def test_bad_rate_limits_are_refused_before_a_write(
     with pytest.raises(ValueError):
         backend.set_rate_limit("t", limit, per)  # type: ignore[arg-type]
     assert backend.get_rate_limit("t") is None
+
+
+def test_an_inline_claim_waits_for_its_key(backend: Backend) -> None:
+    first = enqueue_id(backend, concurrency_key="k", data={"n": 1})
+    assert claim_ids(backend) == [first]
+    new = build_new_job("t", {"n": 2}, concurrency_key="k", now=backend.now())
+    result = backend.claim_or_enqueue(new, "inline")
+    assert result.handle is None
+    assert result.enqueued_id is not None
+    assert get(backend, result.enqueued_id).status == "pending"
+    free = build_new_job("t", {"n": 3}, concurrency_key="other", now=backend.now())
+    assert backend.claim_or_enqueue(free, "inline").handle is not None
