@@ -218,6 +218,7 @@ class Fenced(Script):
         self.token = new_token()
         self.doc = wire.job(token=self.token)
         self.job_id = str(self.doc["_id"])
+        wire.claimed(self.token, self.doc)
 
     def applied(self, request: Request) -> None:
         assert request.doc["updates"][0]["q"]["claim_token"] == self.token
@@ -262,6 +263,7 @@ class CompleteMany(Fenced):
         self.others = [(new_token(), wire.job()) for _ in range(2)]
         for token, doc in self.others:
             doc.update(status="active", claim_token=token)
+            wire.claimed(token, doc)
 
     def start(self) -> Call:
         batch = [Completion(self.job_id, self.token)]

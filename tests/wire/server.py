@@ -188,6 +188,12 @@ class Wire:
         """Whether the store sent nothing more (no stray write after the call)."""
         return not self.server.got(timeout=0.05)
 
+    def claimed(self, token: str, doc: Mapping[str, Any]) -> None:
+        """The store remembers ``doc`` as claimed under ``token``, as after its own claim:
+        a worker's outcome is written by the backend that claimed the job, which then
+        needs no read for the attempt history."""
+        self.store._claims.remember(token, doc)
+
     # -- documents ------------------------------------------------------------------------
     def job(
         self, *, status: str = "pending", token: str | None = None, **options: Any

@@ -62,6 +62,7 @@ def test_release_with_a_timeout_gives_up_within_it(wire: Wire) -> None:
     """A release during shutdown is bounded (pymongo's CSOT): the driver repeats the same
     write until the deadline, then the caller gets one error, not a hang."""
     doc = wire.job(token="t1")
+    wire.claimed("t1", doc)
     started = time.monotonic()
     call = wire.start(wire.store.release, str(doc["_id"]), "t1", timeout=0.5)
     refused = wire.refuse_until_done(call)
@@ -75,6 +76,7 @@ def test_release_with_a_timeout_gives_up_within_it(wire: Wire) -> None:
 def test_heartbeat_after_a_failover_renews_once(wire: Wire) -> None:
     """A stepdown answered with PrimarySteppedDown, then the new primary answers."""
     doc = wire.job(token="t1")
+    wire.claimed("t1", doc)
     call = wire.start(wire.store.heartbeat, str(doc["_id"]), "t1")
     first = wire.receives("update")
     failed(first, RETRYABLE_ERRORS["PrimarySteppedDown"])
