@@ -363,7 +363,7 @@ def run_prune(args: argparse.Namespace) -> int:
     if args.statuses:
         options["statuses"] = tuple(args.statuses)
     with opened(args) as queue:
-        pruned = queue.prune(**options)  # type: ignore[attr-defined]
+        pruned = queue.prune(**options)
     if args.json:
         print_json({"pruned": pruned})
     else:

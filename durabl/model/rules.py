@@ -6,12 +6,12 @@ decided here, once, so the stores cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from durabl.model.clock import as_utc
+from durabl.model.clock import as_utc, to_seconds
 from durabl.model.job import (
     FAILURE_KINDS,
     STATUSES,
@@ -144,6 +144,30 @@ def stats_from_counts(
         oldest_pending_lag=lag,
         failed_by_kind={kind: n for kind in FAILURE_KINDS if (n := failed_by_kind.get(kind, 0))},
     )
+
+
+# -- retention --------------------------------------------------------------------------------
+#: What ``prune()`` deletes unless told otherwise: jobs that ended well (failed jobs are kept
+#: for people to look at, unless named).
+PRUNE_STATUSES: tuple[str, ...] = ("completed", "superseded", "cancelled")
+
+
+def prune_selection(older_than: Any, statuses: Any) -> tuple[float, tuple[str, ...]]:
+    """``prune()``'s arguments checked: the age in seconds (positive) and the terminal
+    statuses named (at least one; ``pending`` and ``active`` jobs are never pruned)."""
+    age = to_seconds(older_than, "older_than")
+    if not age > 0:
+        raise ValueError(f"older_than must be a positive duration, got {older_than!r}")
+    if isinstance(statuses, str) or not isinstance(statuses, Iterable):
+        raise TypeError(f"statuses must be a sequence of statuses, got {statuses!r}")
+    chosen = tuple(dict.fromkeys(statuses))
+    unknown = [s for s in chosen if s not in TERMINAL_STATUSES]
+    if unknown or not chosen:
+        raise ValueError(
+            f"statuses must name terminal statuses ({', '.join(TERMINAL_STATUSES)}), "
+            f"got {list(statuses)!r}"
+        )
+    return age, chosen
 
 
 # -- fenced writes ----------------------------------------------------------------------------

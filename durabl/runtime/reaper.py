@@ -47,6 +47,7 @@ class Reaper:
             if not report.saturated or self._stop.is_set():
                 break
         assert total is not None
+        prune_finished(self.runtime)
         dead_letter_stalled(self.runtime, total)
         if total.handled:
             logger.info(
@@ -114,6 +115,7 @@ class ReaperSlot:
             else to_seconds(visibility_timeout, "visibility_timeout")
         )
         report = reap_all(self.runtime.backend, vt)
+        prune_finished(self.runtime)
         dead_letter_stalled(self.runtime, report)
         return report
 
@@ -123,6 +125,23 @@ class ReaperSlot:
             reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.stop(timeout)
+
+
+def prune_finished(runtime: Runtime) -> None:
+    """A sweep's retention step: with ``JobQueue(retention=...)`` set, delete the finished
+    jobs past it (errors are logged and reported as ``reaper-error``; the next sweep tries
+    again)."""
+    retention = runtime.retention
+    if retention is None:
+        return
+    try:
+        pruned = runtime.backend.prune(older_than=retention)
+    except Exception as exc:
+        logger.exception("reaper: pruning finished jobs failed")
+        runtime.emit(JobEvent("reaper-error", error=exc, op="prune"))
+        return
+    if pruned:
+        logger.info("reaper pruned %d finished job(s) older than %g s", pruned, retention)
 
 
 def dead_letter_stalled(runtime: Runtime, report: ReapReport) -> None:

@@ -113,6 +113,7 @@ class Runtime(Protocol):
     backend: Backend
     clock: Clock
     visibility_timeout: float
+    retention: float | None
     #: The event sink; None means nobody listens, so no event need be built.
     on_job_event: Callable[[JobEvent], object] | None
 

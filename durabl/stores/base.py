@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -35,7 +35,14 @@ from durabl.model.job import (
     attempt_error,
 )
 from durabl.model.options import NewJob, check_job_type, clip_reason
-from durabl.model.rules import JobOrder, check_page, job_filter, job_order
+from durabl.model.rules import (
+    PRUNE_STATUSES,
+    JobOrder,
+    check_page,
+    job_filter,
+    job_order,
+    prune_selection,
+)
 from durabl.model.schedule import Schedule
 
 
@@ -264,6 +271,12 @@ class Backend(FencedWrites, Protocol):
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
 
+    # -- retention ------------------------------------------------------------------------
+    def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:
+        """Delete the jobs in ``statuses`` (terminal ones only) that finished more than
+        ``older_than`` seconds ago by the store's clock, with their logs: one operation.
+        How many were deleted."""
+
     # -- cancelling -----------------------------------------------------------------------
     def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:
         """A pending job becomes ``cancelled`` at once (its dedupe slot freed, ``reason``
@@ -395,6 +408,18 @@ class StoreBase(ABC):
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         raise self._no_schedules()
+
+    # -- retention: the arguments checked once; each store deletes in one operation -------
+    def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:
+        """See :meth:`Backend.prune`."""
+        age, chosen = prune_selection(older_than, statuses)
+        return self.delete_finished(age, chosen)
+
+    @abstractmethod
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        """Delete, in one operation, the jobs in ``statuses`` (checked: terminal ones)
+        whose ``finished_at`` is more than ``older_than`` seconds (positive) before the
+        store's now; the number deleted."""
 
     # -- cancelling: the reason clipped once; each store moves the job atomically ---------
     def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:

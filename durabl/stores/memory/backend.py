@@ -448,6 +448,18 @@ class MemoryBackend(StoreBase):
         with self._store.lock:
             return len(self._store.select(filters))
 
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        with self._store.lock:
+            before = self.now() - timedelta(seconds=older_than)
+            doomed = [
+                r.id
+                for r in self._store.jobs.values()
+                if r.status in statuses and r.finished_at is not None and r.finished_at < before
+            ]
+            for job_id in doomed:  # terminal records hold no dedupe slot
+                del self._store.jobs[job_id]
+            return len(doomed)
+
     def retry(self, job_id: str) -> bool:
         """failed -> pending, due now, attempts 0. False when the job is not failed or its
         key is live (under either scope)."""

@@ -888,6 +888,9 @@ class MongoJobQueue(StoreBase):
     def retry(self, job_id: str) -> bool:
         return self.queries.retry(job_id)
 
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        return self.queries.delete_finished(older_than, statuses)
+
     def delete(self, job_id: str) -> bool:
         return self.queries.delete(job_id)
 

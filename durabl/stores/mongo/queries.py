@@ -4,6 +4,7 @@ delete, stats): nothing here runs under a caller's claim."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -131,6 +132,16 @@ class MongoQueries:
             self.store.call(
                 "delete_matching", lambda: self.store.col.delete_many(query).deleted_count
             )
+        )
+
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        """One ``delete_many`` on the (status, finished_at) index. No TTL index: which
+        statuses and what age are the caller's, per call, and a TTL monitor would delete
+        on the server's schedule, not at the reaper sweep that asked."""
+        before = self.store.now() - timedelta(seconds=older_than)
+        query = {"status": {"$in": list(statuses)}, "finished_at": {"$lt": before}}
+        return int(
+            self.store.call("prune", lambda: self.store.col.delete_many(query).deleted_count)
         )
 
     def delete(self, job_id: str) -> bool:

@@ -692,6 +692,16 @@ class PostgresJobQueue(StoreBase):
         )
         return 0 if row is None else int(row["n"])
 
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        params = {"statuses": list(statuses), "age": older_than, "now": self._now_param()}
+        q = self._q
+
+        def prune(cur: Tx) -> int:
+            cur.execute(q.prune, params)
+            return cur.rowcount
+
+        return self._run("prune", prune)
+
     def delete(self, job_id: str) -> bool:
         statement = self._q.delete
         row = self._run(

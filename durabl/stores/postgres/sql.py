@@ -336,6 +336,11 @@ STATEMENTS: dict[str, str] = {
         "OR (%(slot)s::text = 'pending' AND pending_slot = %(key)s) LIMIT 1"
     ),
     "delete": "DELETE FROM {jobs} WHERE id = %(id)s AND status <> 'active' RETURNING id",
+    # Retention: finished jobs past an age on the server's clock (logs and receipts cascade).
+    "prune": (
+        "DELETE FROM {jobs} WHERE status = ANY(%(statuses)s::text[]) "
+        "AND finished_at < {now} - %(age)s * interval '1 second'"
+    ),
     "get_job": "SELECT {job_columns} FROM {jobs} AS j WHERE j.id = %(id)s",
     "has_outstanding": (
         "SELECT 1 FROM {jobs} WHERE type = %(type)s AND "
@@ -422,6 +427,7 @@ class Queries:
     retry: str
     slot_held: str
     delete: str
+    prune: str
     get_job: str
     has_outstanding: str
     list_jobs: str

@@ -590,6 +590,20 @@ class SqliteJobQueue(StoreBase):
             ),
         )
 
+    def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
+        """One DELETE over the (status, finished_at) index; logs and receipts cascade."""
+        before = codec.to_ms(self.now() - timedelta(seconds=older_than))
+        marks = ", ".join("?" * len(statuses))
+        return self._write(
+            "prune",
+            lambda conn: (
+                conn.execute(
+                    f"DELETE FROM {JOBS} WHERE status IN ({marks}) AND finished_at < ?",
+                    (*statuses, before),
+                ).rowcount
+            ),
+        )
+
     def delete(self, job_id: str) -> bool:
         return self._write(
             "delete",
