@@ -41,11 +41,9 @@ from durabl.model.options import (
 )
 from durabl.model.rules import PRUNE_STATUSES
 from durabl.model.schedule import Schedule, build_schedule
-from durabl.model.workers import WorkerInfo, with_states
 from durabl.runtime.declared import registry as declarations
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import claim_new, run_claimed
-from durabl.runtime.presence import Presence
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
@@ -120,20 +118,12 @@ class JobQueue:
             sink=self.emit,
             logger=self.logger,
         )
-        #: This queue's entry in the workers registry: written by the first process().
-        self.presence = Presence(
-            backend,
-            processors=self._processors.all,
-            active=lambda: len(self.runs),
-            default_interval=self.visibility_timeout / 3,
-        )
         self._drain = Drain(
             clock=self.clock,
             runs=self.runs,
             processors=self._processors.all,
             stop_reaper=self.stop_reaper,
             stop_pickup=self.pickup.stop,
-            stop_presence=self.presence.stop,
         )
 
     def __repr__(self) -> str:
@@ -255,13 +245,8 @@ class JobQueue:
         type_options = self.type_options(type)
         if type_options is None:
             return build_new_job(type, data, **given_options(**defaultable), **options)
-        flow = type_options.flow_options(
-            data, options.pop("concurrency_key", None), options.pop("concurrency_limit", None)
-        )
         data = type_options.stored_data(data)
-        return build_new_job(
-            type, data, **type_options.enqueue_options(defaultable), **flow, **options
-        )
+        return build_new_job(type, data, **type_options.enqueue_options(defaultable), **options)
 
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
@@ -322,13 +307,9 @@ class JobQueue:
             heartbeat_interval=heartbeat_interval,
             **given,
         )
-        declared = self.type_options(type)
-        if declared is not None and declared.rate_limit is not None:
-            self._ready().set_rate_limit(type, *declared.rate_limit)  # kept in the store
         if not self.immediate:
             processor.start()
             self.pickup.route(type)
-            self.presence.start()
 
     def register(
         self,
@@ -636,16 +617,6 @@ class JobQueue:
         """Remove a stored schedule; False when there was none. (A declared schedule is
         stored again by the next ``start_scheduler()``.)"""
         return self._ready().delete_schedule(name)
-
-    # -- workers registry (docs/operations.md) ------------------------------------------
-    def list_workers(self) -> list[WorkerInfo]:
-        """The worker processes recorded in the store (every queue that runs processors,
-        in any process), by host and pid; ``gone`` marks those unseen for three heartbeat
-        intervals. An empty list when the store keeps no registry."""
-        backend = self._ready()
-        if not backend.supports_workers:
-            return []
-        return with_states(backend.load_workers(), backend.now())
 
     # -- shutdown -------------------------------------------------------------------------
     @property
