@@ -35,8 +35,9 @@ ConcurrencyKey = str | Callable[[Any], "str | None"]
 class TypeOptions:
     """What a process knows about one job type beyond its handler.
 
-    ``concurrency_key``, ``concurrency_limit`` and ``rate_limit`` are recorded with the
-    declaration for flow control; this release does not enforce them yet."""
+    ``concurrency_key``, ``concurrency_limit`` are defaults of every enqueue of the type
+    (:meth:`flow_options`) and ``rate_limit`` is stored when the type's workers start
+    (see docs/flow-control.md)."""
 
     type: str
     defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -53,6 +54,17 @@ class TypeOptions:
         merged = {name: value for name, value in self.defaults.items()}
         merged.update({name: value for name, value in given.items() if value is not None})
         return merged
+
+    def flow_options(self, data: Any, key: str | None, limit: int | None) -> dict[str, Any]:
+        """The concurrency options of one enqueue of ``data``: the key given, else the
+        type's (a callable is called with the payload; its None means no key); the limit
+        given, else the type's, whenever there is a key."""
+        if key is None and self.concurrency_key is not None:
+            declared = self.concurrency_key
+            key = declared(data) if callable(declared) else declared
+        if key is not None and limit is None:
+            limit = self.concurrency_limit
+        return {"concurrency_key": key, "concurrency_limit": limit}
 
     def stored_data(self, data: Any) -> Any:
         """``data`` as an enqueue stores it: validated against the schema and dumped in

@@ -245,8 +245,13 @@ class JobQueue:
         type_options = self.type_options(type)
         if type_options is None:
             return build_new_job(type, data, **given_options(**defaultable), **options)
+        flow = type_options.flow_options(
+            data, options.pop("concurrency_key", None), options.pop("concurrency_limit", None)
+        )
         data = type_options.stored_data(data)
-        return build_new_job(type, data, **type_options.enqueue_options(defaultable), **options)
+        return build_new_job(
+            type, data, **type_options.enqueue_options(defaultable), **flow, **options
+        )
 
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
@@ -307,6 +312,9 @@ class JobQueue:
             heartbeat_interval=heartbeat_interval,
             **given,
         )
+        declared = self.type_options(type)
+        if declared is not None and declared.rate_limit is not None:
+            self._ready().set_rate_limit(type, *declared.rate_limit)  # kept in the store
         if not self.immediate:
             processor.start()
             self.pickup.route(type)
