@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -103,3 +104,17 @@ def test_replayed_marks_steps_of_an_earlier_attempt(admin_client: Client, queue:
     page = page_of(admin_client, again.id)
     [step] = re.findall(r'<tr class="durabl-step">(.*?)</tr>', page, re.S)
     assert f"replayed in attempt {again.attempts}" in step
+
+
+def test_a_completed_job_shows_its_return_value(admin_client: Client, queue: JobQueue) -> None:
+    from durabl import Job, JobContext
+
+    def handler(job: Job[Any], ctx: JobContext) -> dict[str, Any]:
+        return {"sent": 3, "note": XSS}
+
+    queue.register("returns", handler)
+    job_id = queue.enqueue("returns", {})
+    assert job_id is not None and queue.run_pending("returns") == 1
+    page = page_of(admin_client, job_id)
+    assert "Return value" in page
+    assert "&quot;sent&quot;: 3" in page and html.escape(XSS) in page and XSS not in page
