@@ -44,6 +44,7 @@ from durabl_django.models import (
     PendingJob,
     QueueOverview,
     SupersededJob,
+    WorkerProcess,
 )
 
 View = Callable[..., HttpResponse]
@@ -206,6 +207,12 @@ if "cancelled" in LISTED_STATUSES:
 class ScheduleAdmin(DurablAdmin):
     def get_urls(self) -> list[URLPattern]:
         return [path("", self.wrap(views.schedule_list), name=self.name("changelist"))]
+
+
+@admin.register(WorkerProcess)
+class WorkerAdmin(DurablAdmin):
+    def get_urls(self) -> list[URLPattern]:
+        return [path("", self.wrap(views.worker_list), name=self.name("changelist"))]
 
 
 @admin.register(QueueOverview)

@@ -95,6 +95,16 @@ class JobSchedule(Job):
         verbose_name_plural = "schedules"
 
 
+class WorkerProcess(Job):
+    """The workers page (from durabl's workers registry)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "worker"
+        verbose_name_plural = "workers"
+
+
 class QueueOverview(Job):
     """The per-type queue overview page."""
 

@@ -592,6 +592,8 @@ def _stats_row(
         "lag": humanize_seconds(lag) if waiting else "\u2014",
         "is_total": job_type is None,
         "lag_high": high,
+        "pending": stats.pending,
+        "no_worker": False,
     }
 
 
@@ -661,6 +663,11 @@ def queue_overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRe
     threshold = lag_threshold()
     job_types = queue.job_types()
     rows = [_stats_row(t, t, queue.get_stats(t), threshold) for t in job_types]
+    workers = live_workers(queue)
+    if workers is not None:  # say so when waiting jobs have nobody to run them
+        served = {t for w in workers if not w.gone for t in w.concurrency}
+        for row in rows:
+            row["no_worker"] = row["pending"] > 0 and row["label"] not in served
     try:
         refresh = int(request.GET.get("refresh", "0"))
     except ValueError:
@@ -731,3 +738,53 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
         "columns": ["Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
     }
     return render(model_admin, request, "schedule_list.html", context)
+
+
+# -- workers ----------------------------------------------------------------------------
+
+
+def live_workers(queue: JobQueue) -> list[Any] | None:
+    """The workers registry's entries (``queue.list_workers()``), or None for a durabl
+    without the registry."""
+    lister = getattr(queue, "list_workers", None)
+    return None if lister is None else list(lister())
+
+
+def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """Every worker process the store knows, live ones first: host, pid, the types it runs
+    (with their threads), runs in progress, when it started and was last seen."""
+    require(request)
+    queue = get_job_queue()
+    workers = live_workers(queue)
+    rows = []
+    for worker in sorted(workers or [], key=lambda w: (bool(w.gone), w.host, w.pid)):
+        concurrency = dict(worker.concurrency)
+        rows.append(
+            {
+                "gone": bool(worker.gone),
+                "cells": [
+                    Cell(str(worker.host)),
+                    Cell(str(worker.pid)),
+                    Cell(", ".join(f"{t} \u00d7 {n}" for t, n in sorted(concurrency.items()))),
+                    Cell(str(worker.active)),
+                    Cell(format_time(worker.started_at)),
+                    Cell(format_time(worker.last_seen)),
+                    Cell("gone" if worker.gone else "alive"),
+                ],
+            }
+        )
+    context = {
+        **base_context(model_admin, request, "Workers"),
+        "rows": rows,
+        "supported": workers is not None,
+        "columns": [
+            "Host",
+            "PID",
+            "Types (threads)",
+            "Running",
+            "Started (UTC)",
+            "Last seen (UTC)",
+            "State",
+        ],
+    }
+    return render(model_admin, request, "worker_list.html", context)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -276,3 +278,51 @@ def test_overview_auto_refresh_toggle(admin_client: Client, queue: JobQueue) -> 
     assert '<a href="?refresh=0">Auto-refresh off</a>' in on
     odd = admin_client.get(reverse(OVERVIEW), {"refresh": "1"}).content.decode()
     assert 'http-equiv="refresh"' not in odd
+
+
+WORKERS = "admin:durabl_django_workerprocess_changelist"
+
+
+def _worker(host: str, types: dict[str, int], *, gone: bool = False) -> SimpleNamespace:
+    now = datetime.now(dt_timezone.utc)
+    return SimpleNamespace(
+        id=f"{host}-1",
+        host=host,
+        pid=41,
+        concurrency=types,
+        started_at=now - timedelta(hours=1),
+        last_seen=now,
+        active=2,
+        heartbeat_interval=10.0,
+        gone=gone,
+    )
+
+
+def test_workers_page_lists_live_and_gone_workers(
+    admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workers = [_worker("old-box", {"email": 1}, gone=True), _worker(XSS, {"email": 4, "ok": 2})]
+    monkeypatch.setattr(queue, "list_workers", lambda: workers, raising=False)
+    page = admin_client.get(reverse(WORKERS)).content.decode()
+    found = re.findall(r'<tr class="durabl-worker( durabl-worker-gone)?">(.*?)</tr>', page, re.S)
+    assert [bool(gone) for gone, _ in found] == [False, True]  # live ones first
+    assert html.escape(XSS) in found[0][1] and XSS not in page
+    assert "email \u00d7 4, ok \u00d7 2" in found[0][1] and ">alive<" in found[0][1]
+    assert ">gone<" in found[1][1]
+    monkeypatch.setattr(queue, "list_workers", lambda: [], raising=False)
+    assert "No worker has registered" in admin_client.get(reverse(WORKERS)).content.decode()
+
+
+def test_overview_says_when_no_live_worker_runs_a_waiting_type(
+    admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue.enqueue("email", {})
+    queue.enqueue("orphan", {})
+    workers = [_worker("box", {"email": 1}), _worker("dead", {"orphan": 1}, gone=True)]
+    monkeypatch.setattr(queue, "list_workers", lambda: workers, raising=False)
+    page = admin_client.get(reverse(OVERVIEW)).content.decode()
+    email = re.search(r'<th scope="row">email</th>(.*?)</tr>', page, re.S)
+    orphan = re.search(r'<th scope="row">orphan</th>(.*?)</tr>', page, re.S)
+    assert email is not None and orphan is not None
+    assert "no live worker runs this type" in orphan.group(1)
+    assert "no live worker" not in email.group(1)
