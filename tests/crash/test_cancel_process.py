@@ -1,0 +1,53 @@
+"""queue.cancel() from one process stops a job running in another: a real worker
+subprocess over one SQLite file sees its ctx.signal abort with reason "cancelled" within
+one heartbeat interval, and the job ends cancelled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from durabl import JobQueue, SqliteJobQueue
+from durabl.testing import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERVAL = 0.3
+
+
+def test_cancel_stops_a_job_running_in_another_process(tmp_path: Path) -> None:
+    path, log = str(tmp_path / "jobs.sqlite3"), tmp_path / "worker.log"
+    queue = JobQueue(SqliteJobQueue(path), visibility_timeout=30)
+    job_id = queue.enqueue("slow", {}, max_attempts=3)
+    assert job_id is not None
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.crash.cancel_proc", path, str(log), str(INTERVAL)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        started = f"started {job_id}"
+        assert wait_until(lambda: log.exists() and started in log.read_text(), timeout=30)
+        asked = time.monotonic()
+        assert queue.cancel(job_id, "operator") is True
+        assert wait_until(lambda: "aborted" in log.read_text(), timeout=10)
+        delivered = time.monotonic() - asked
+        assert wait_until(lambda: queue.get_job(job_id).status == "cancelled", timeout=10)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err.decode(errors="replace")
+    assert "aborted cancelled" in log.read_text()
+    # Within one heartbeat interval (a claim's first beat may take two), plus the poll.
+    assert delivered < 2 * INTERVAL + 1.0
+    job = queue.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.fail_reason, job.attempts) == ("cancelled", "operator", 1)
+    (attempt,) = job.attempt_history
+    assert attempt.outcome == "cancelled" and attempt.worker not in (None, queue.lease_owner)
