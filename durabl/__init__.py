@@ -23,6 +23,7 @@ from durabl.model.exceptions import (
 from durabl.model.job import (
     FAILURE_KINDS,
     STATUSES,
+    Attempt,
     FailureKind,
     Job,
     JobEvent,
@@ -91,6 +92,7 @@ __all__ = [
     "Handler",
     "ImmediateBackend",
     "job",
+    "Attempt",
     "Job",
     "JobAborted",
     "JobContext",
