@@ -38,6 +38,7 @@ from durabl.model.job import (
 )
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
+from durabl.model.workers import WorkerInfo
 from durabl.runtime.declared import declared_types, get_declaration, validate_enqueue
 from durabl.runtime.decorator import DeclaredJob
 from durabl.runtime.globals import (
@@ -130,6 +131,7 @@ __all__ = [
     "STATUSES",
     "StepKeys",
     "validate_enqueue",
+    "WorkerInfo",
 ]
 
 

@@ -225,10 +225,12 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 def commands() -> tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...]:
     from durabl.cli.ops import commands as operator_commands
     from durabl.cli.worker import configure_worker
+    from durabl.cli.workers import configure_workers
 
     return (
         configure_worker,
         *operator_commands(),
+        configure_workers,
         configure_migrate,
         configure_reap,
         configure_demo,

@@ -41,9 +41,11 @@ from durabl.model.options import (
 )
 from durabl.model.rules import PRUNE_STATUSES
 from durabl.model.schedule import Schedule, build_schedule
+from durabl.model.workers import WorkerInfo, with_states
 from durabl.runtime.declared import registry as declarations
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import claim_new, run_claimed
+from durabl.runtime.presence import Presence
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
@@ -118,12 +120,20 @@ class JobQueue:
             sink=self.emit,
             logger=self.logger,
         )
+        #: This queue's entry in the workers registry: written by the first process().
+        self.presence = Presence(
+            backend,
+            processors=self._processors.all,
+            active=lambda: len(self.runs),
+            default_interval=self.visibility_timeout / 3,
+        )
         self._drain = Drain(
             clock=self.clock,
             runs=self.runs,
             processors=self._processors.all,
             stop_reaper=self.stop_reaper,
             stop_pickup=self.pickup.stop,
+            stop_presence=self.presence.stop,
         )
 
     def __repr__(self) -> str:
@@ -318,6 +328,7 @@ class JobQueue:
         if not self.immediate:
             processor.start()
             self.pickup.route(type)
+            self.presence.start()
 
     def register(
         self,
@@ -625,6 +636,16 @@ class JobQueue:
         """Remove a stored schedule; False when there was none. (A declared schedule is
         stored again by the next ``start_scheduler()``.)"""
         return self._ready().delete_schedule(name)
+
+    # -- workers registry (docs/operations.md) ------------------------------------------
+    def list_workers(self) -> list[WorkerInfo]:
+        """The worker processes recorded in the store (every queue that runs processors,
+        in any process), by host and pid; ``gone`` marks those unseen for three heartbeat
+        intervals. An empty list when the store keeps no registry."""
+        backend = self._ready()
+        if not backend.supports_workers:
+            return []
+        return with_states(backend.load_workers(), backend.now())
 
     # -- shutdown -------------------------------------------------------------------------
     @property

@@ -45,6 +45,8 @@ class Drain:
     processors: Callable[[], list[Processor]]
     stop_reaper: Callable[[float], None]
     stop_pickup: Callable[[float], None]
+    #: Removes the queue's entry from the workers registry, last (given how long it may take).
+    stop_presence: Callable[[float], None] = field(default=lambda timeout: None)
     future: Future[None] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _owner: bool = field(default=False, init=False)
@@ -150,6 +152,7 @@ class Drain:
                 "writes fenced; daemon threads are abandoned): %s",
                 ", ".join(stuck),
             )
+        self.stop_presence(left(hard, THREAD_JOIN_TIMEOUT))
 
 
 def _release(run: ManagedRun, timeout: float) -> JobResult | None:

@@ -44,6 +44,7 @@ from durabl.model.rules import (
     prune_selection,
 )
 from durabl.model.schedule import Schedule
+from durabl.model.workers import WorkerInfo
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,23 @@ class Backend(FencedWrites, Protocol):
         dedupe slot was taken); None when the compare failed (another process fired it, or
         it was redefined or deleted): nothing was written then."""
 
+    # -- the live workers registry (the rules are durabl.model.workers'; docs/operations.md)
+    #: True when the store keeps the workers registry (the four shipped stores do).
+    supports_workers: bool
+
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        """Store ``info`` under ``info.id``, replacing what was stored (``gone`` is not
+        stored). One write: a worker process refreshes its entry with it."""
+
+    def load_workers(self) -> list[WorkerInfo]:
+        """Every stored entry (``gone`` False: the caller decides), in one query."""
+
+    def delete_worker(self, worker_id: str) -> bool:
+        """Remove the entry; False when there was none."""
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        """Remove the entries last seen before ``last_seen_before``; how many."""
+
 
 class StoreBase(ABC):
     """The base of every store: each capability declared with its default, and the
@@ -408,6 +426,24 @@ class StoreBase(ABC):
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         raise self._no_schedules()
+
+    # -- workers registry: stores that keep it override these four and set the flag -----
+    supports_workers: bool = False
+
+    def _no_workers(self) -> NotImplementedError:
+        return NotImplementedError(f"{type(self).__name__} does not keep a workers registry")
+
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        raise self._no_workers()
+
+    def load_workers(self) -> list[WorkerInfo]:
+        raise self._no_workers()
+
+    def delete_worker(self, worker_id: str) -> bool:
+        raise self._no_workers()
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        raise self._no_workers()
 
     # -- retention: the arguments checked once; each store deletes in one operation -------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:

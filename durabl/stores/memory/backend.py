@@ -37,6 +37,7 @@ from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
 from durabl.model.schedule import Schedule
+from durabl.model.workers import WorkerInfo
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
     Backend,
@@ -49,6 +50,7 @@ from durabl.stores.base import (
 )
 from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.store import MemoryStore, Record, cancel_reason
+from durabl.stores.memory.workers import MemoryWorkers
 
 __all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
 
@@ -63,6 +65,7 @@ class MemoryBackend(StoreBase):
 
     supports_journal: bool = True
     supports_schedules: bool = True
+    supports_workers: bool = True
 
     def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
         self.clock = clock or SYSTEM_CLOCK
@@ -71,6 +74,7 @@ class MemoryBackend(StoreBase):
         self._rates: dict[str, RateLimit] = {}
         self._starts: dict[str, tuple[datetime, int]] = {}  # type -> (window, claims in it)
         self._schedules = MemorySchedules(self._store.lock)
+        self._workers = MemoryWorkers(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
@@ -103,6 +107,19 @@ class MemoryBackend(StoreBase):
         return self._schedules.fire(
             schedule, next_run_at, jobs, lambda job: self._enqueue(job, self.now())
         )
+
+    # -- workers registry (durabl.stores.memory.workers) --------------------------------------
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        self._workers.upsert(info)
+
+    def load_workers(self) -> list[WorkerInfo]:
+        return self._workers.load()
+
+    def delete_worker(self, worker_id: str) -> bool:
+        return self._workers.delete(worker_id)
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        return self._workers.prune(last_seen_before)
 
     def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
         key = job.dedupe_key

@@ -52,6 +52,7 @@ from durabl.model.options import (
 )
 from durabl.model.rules import JobOrder, resolve_miss
 from durabl.model.schedule import Schedule
+from durabl.model.workers import WorkerInfo
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -79,6 +80,7 @@ from durabl.stores.mongo.retry import call_with_retries
 from durabl.stores.mongo.schedules import MongoSchedules
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore, is_mongomock
 from durabl.stores.mongo.watcher import Watcher, open_watcher
+from durabl.stores.mongo.workers import MongoWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +124,7 @@ class MongoJobQueue(StoreBase):
 
     supports_journal = True
     supports_schedules = True
+    supports_workers = True
     db = _OnStore[Database[Any]]()
     col = _OnStore[Collection[dict[str, Any]]]()
     collection_name = _OnStore[str]()
@@ -163,6 +166,7 @@ class MongoJobQueue(StoreBase):
         self._claims = ClaimMemo()
         self.reaper = MongoReaper(self.store)
         self.schedules = MongoSchedules(self.store)
+        self.workers = MongoWorkers(self.store)
         self._rates = flow.rates_collection(self.store.col, self.store.collection_name)
 
     def __repr__(self) -> str:
@@ -225,6 +229,19 @@ class MongoJobQueue(StoreBase):
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         return self.schedules.fire(schedule, next_run_at, jobs)
+
+    # -- workers registry (durabl.stores.mongo.workers) -----------------------------------
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        self.workers.upsert(info)
+
+    def load_workers(self) -> list[WorkerInfo]:
+        return self.workers.load()
+
+    def delete_worker(self, worker_id: str) -> bool:
+        return self.workers.delete(worker_id)
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        return self.workers.prune(last_seen_before)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:

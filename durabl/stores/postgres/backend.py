@@ -37,6 +37,7 @@ from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
 from durabl.model.rules import JobOrder
 from durabl.model.schedule import Schedule
+from durabl.model.workers import WorkerInfo
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -48,6 +49,7 @@ from durabl.stores.base import (
     StoreBase,
 )
 from durabl.stores.postgres import codec, rates, reads, schedules, schema, writes
+from durabl.stores.postgres import workers as worker_rows
 from durabl.stores.postgres.connection import (
     STORE_OPTIONS,
     Database,
@@ -107,6 +109,7 @@ class PostgresJobQueue(StoreBase):
 
     supports_journal = True
     supports_schedules = True
+    supports_workers = True
     supports_transactional_enqueue = True
     #: True while ``listen_notify`` is on: the queue then runs a :class:`NotifyListener`.
     supports_push: bool
@@ -160,6 +163,7 @@ class PostgresJobQueue(StoreBase):
         self._channel = self.tables.channel
         self._locks = self.tables.key_lock_class
         self._schedules = schedules.ScheduleStatements.for_tables(self.tables)
+        self._workers = worker_rows.WorkerStatements.for_tables(self.tables)
         self._rates = rates.RateStatements.for_tables(self.tables)
         self._started = False
         self._startup_lock = threading.Lock()
@@ -352,6 +356,23 @@ class PostgresJobQueue(StoreBase):
             "fire_schedule",
             lambda cur: schedules.fire(cur, st, q, locks, schedule, next_run_at, rows),
         )
+
+    # -- workers registry (durabl.stores.postgres.workers) ---------------------------------
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        ws = self._workers
+        self._run("upsert_worker", lambda cur: worker_rows.upsert(cur, ws, info))
+
+    def load_workers(self) -> list[WorkerInfo]:
+        ws = self._workers
+        return self._read("load_workers", lambda cur: worker_rows.load(cur, ws))
+
+    def delete_worker(self, worker_id: str) -> bool:
+        ws = self._workers
+        return self._run("delete_worker", lambda cur: worker_rows.delete(cur, ws, worker_id))
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        ws = self._workers
+        return self._run("prune_workers", lambda cur: worker_rows.prune(cur, ws, last_seen_before))
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_param()

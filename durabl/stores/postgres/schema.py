@@ -241,11 +241,31 @@ def _add_flow_control(t: Tables) -> list[str]:
     ]
 
 
+def _add_workers(t: Tables) -> list[str]:
+    """The live workers registry (:mod:`durabl.stores.postgres.workers`): one row per worker
+    process, refreshed every heartbeat interval."""
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {t.qualified("_workers")} (
+            id text PRIMARY KEY,
+            host text NOT NULL,
+            pid integer NOT NULL,
+            concurrency jsonb NOT NULL,
+            started_at timestamptz NOT NULL,
+            last_seen timestamptz NOT NULL,
+            active integer NOT NULL,
+            heartbeat_interval double precision NOT NULL
+        )
+        """
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
     (3, _add_job_record),
     (4, _add_flow_control),
+    (5, _add_workers),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

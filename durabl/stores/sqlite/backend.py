@@ -37,6 +37,7 @@ from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
 from durabl.model.rules import JobOrder
 from durabl.model.schedule import Schedule
+from durabl.model.workers import WorkerInfo
 from durabl.stores.base import (
     Completion,
     EnqueueResult,
@@ -48,6 +49,7 @@ from durabl.stores.base import (
     StoreBase,
 )
 from durabl.stores.sqlite import codec, queries, rates, schedules, schema, writes
+from durabl.stores.sqlite import workers as worker_rows
 from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
 from durabl.stores.sqlite.queries import JOBS
 from durabl.stores.sqlite.watch import ChangeWatcher
@@ -80,6 +82,7 @@ class SqliteJobQueue(StoreBase):
 
     supports_journal = True
     supports_schedules = True
+    supports_workers = True
     #: True while the change check is on: the queue then runs a :class:`ChangeWatcher`.
     supports_push: bool
     #: Push here only adds wake-ups: processors keep polling at their usual interval, for
@@ -301,6 +304,19 @@ class SqliteJobQueue(StoreBase):
         return self._write(
             "fire_schedule", lambda conn: schedules.fire(conn, schedule, next_run_at, jobs, now)
         )
+
+    # -- workers registry (durabl.stores.sqlite.workers) -----------------------------------
+    def upsert_worker(self, info: WorkerInfo) -> None:
+        self._write("upsert_worker", lambda conn: worker_rows.upsert(conn, info))
+
+    def load_workers(self) -> list[WorkerInfo]:
+        return self._read("load_workers", worker_rows.load)
+
+    def delete_worker(self, worker_id: str) -> bool:
+        return self._write("delete_worker", lambda conn: worker_rows.delete(conn, worker_id))
+
+    def prune_workers(self, last_seen_before: datetime) -> int:
+        return self._write("prune_workers", lambda conn: worker_rows.prune(conn, last_seen_before))
 
     # -- claiming -------------------------------------------------------------------------
     def _claim_in(

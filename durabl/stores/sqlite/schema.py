@@ -20,6 +20,7 @@ LOGS_TABLE = "durabl_logs"
 RECEIPTS_TABLE = "durabl_receipts"
 SCHEDULES_TABLE = "durabl_schedules"
 RATE_LIMITS_TABLE = "durabl_rate_limits"
+WORKERS_TABLE = "durabl_workers"
 VERSION_KEY = "schema_version"
 
 
@@ -180,6 +181,25 @@ def _add_flow_control(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_workers(conn: sqlite3.Connection) -> None:
+    """The live workers registry (:mod:`durabl.stores.sqlite.workers`): one row per worker
+    process, refreshed every heartbeat interval; ``concurrency`` is a JSON object."""
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            concurrency TEXT NOT NULL,
+            started_at INTEGER NOT NULL,
+            last_seen INTEGER NOT NULL,
+            active INTEGER NOT NULL,
+            heartbeat_interval REAL NOT NULL
+        ) WITHOUT ROWID
+        """
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -189,6 +209,7 @@ MIGRATIONS: list[Migration] = [
     (4, _add_schedules),
     (5, _add_job_record),
     (6, _add_flow_control),
+    (7, _add_workers),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
