@@ -238,3 +238,12 @@ def test_an_inline_claim_waits_for_its_key(backend: Backend) -> None:
     assert get(backend, result.enqueued_id).status == "pending"
     free = build_new_job("t", {"n": 3}, concurrency_key="other", now=backend.now())
     assert backend.claim_or_enqueue(free, "inline").handle is not None
+
+
+def test_a_reaped_job_claims_a_slot_afresh(backend: Backend, clock: FakeClock) -> None:
+    first = enqueue_id(backend, concurrency_key="k", concurrency_limit=2, data={"n": 1})
+    assert claim_ids(backend) == [first]
+    second = enqueue_id(backend, concurrency_key="k", concurrency_limit=2, data={"n": 2})
+    expire_leases(clock, backend)
+    backend.reap(VT)
+    assert sorted(claim_ids(backend)) == sorted([first, second])

@@ -383,6 +383,9 @@ class MongoJobQueue(StoreBase):
             "$set": fields,
             "$inc": {"attempts": 1},
             "$rename": {PENDING_SLOT: ACTIVE_SLOT},
+            # A key's slot is taken afresh (durabl.stores.mongo.flow): the one a job held in
+            # an earlier run may be another's now.
+            "$unset": {flow.SLOT: ""},
         }
 
     def _claim_one(
