@@ -71,8 +71,9 @@ def job(
     ``dedupe_scope``, ``backoff*``: defaults for every enqueue of the type in this process,
     overridable per call. ``schema``: what pydantic validates the payload against, at
     enqueue and at run. ``on_dead_letter(job)``: called once per terminal failure.
-    ``concurrency_key``, ``concurrency_limit``, ``rate_limit``: recorded for flow control
-    (not enforced yet). Every option is checked here; nothing connects or starts."""
+    ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
+    flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
+    type's workers start. Every option is checked here; nothing connects or starts."""
     check_process_options(concurrency, poll_interval, heartbeat_interval)
     options = build_type_options(
         type,
