@@ -86,6 +86,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: What the read after a fenced write that matched nothing needs (see ``_miss_read``).
+MISS_FIELDS = {"status": 1, "receipts": 1, "claim_token": 1, "cancel_requested": 1}
+
 
 class _OnStore(Generic[T]):
     """An attribute of a :class:`MongoJobQueue` that is its store's (read and written
@@ -560,7 +563,15 @@ class MongoJobQueue(StoreBase):
     def _resolve_miss(self, job_id: ObjectId, token: str, op: str) -> JobResult:
         """Why a fenced write matched nothing: its own earlier result, a terminal job, a
         lost lease, or no job at all."""
-        doc = self.store.col.find_one({"_id": job_id}, {"status": 1, "receipts": 1})
+        return self._resolution(self._miss_read(job_id), token, op)
+
+    def _miss_read(self, job_id: ObjectId) -> dict[str, Any] | None:
+        """The one read a fenced write that matched nothing makes: what decides the miss,
+        and whether the claim it was fenced on has a cancellation requested."""
+        return self.store.col.find_one({"_id": job_id}, MISS_FIELDS)
+
+    @staticmethod
+    def _resolution(doc: dict[str, Any] | None, token: str, op: str) -> JobResult:
         if doc is None:
             return resolve_miss(None, None)
         receipts = doc.get("receipts") or ()
@@ -618,11 +629,11 @@ class MongoJobQueue(StoreBase):
                 return on_duplicate(oid, claim)
             if res.matched_count == 1:
                 return JobResult(result)  # type: ignore[arg-type]
-            if unless_cancelled:
-                reason = cancel.requested(self.store, oid, token)
-                if reason is not None:
-                    return self._end_cancelled(oid, token, op, logs, reason, claim, ending[0])
-            return self._resolve_miss(oid, token, op)
+            doc = self._miss_read(oid)
+            reason = cancel.requested_in(doc, token) if unless_cancelled else None
+            if reason is not None:
+                return self._end_cancelled(oid, token, op, logs, reason, claim, ending[0])
+            return self._resolution(doc, token, op)
 
         def guarded() -> JobResult:
             with self.store.guard(timeout):
@@ -666,7 +677,7 @@ class MongoJobQueue(StoreBase):
         now = self.now()
 
         def write() -> JobResult:
-            reason = cancel.requested(self.store, oid, token)
+            reason = cancel.requested_in(self._miss_read(oid), token)
             claim = self._claim_info(oid, token)
             return self._end_cancelled(oid, token, "cancel", logs, reason, claim, now)
 

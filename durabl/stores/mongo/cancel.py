@@ -35,12 +35,12 @@ def cancel(store: MongoStore, oid: ObjectId, reason: str, now: datetime) -> Canc
     return "not-cancellable"
 
 
-def requested(store: MongoStore, oid: ObjectId, token: str) -> str | None:
-    """The cancellation reason of the claim ``token`` holds, if one was requested."""
-    doc = store.col.find_one(
-        {"_id": oid, "claim_token": token, "status": "active"}, {"cancel_requested": 1}
-    )
-    return None if doc is None else doc.get("cancel_requested")
+def requested_in(doc: Mapping[str, Any] | None, token: str) -> str | None:
+    """The cancellation reason requested of the claim ``token`` holds, as ``doc`` (a read
+    of the job's status, claim token and request) shows it; None when there is none."""
+    if doc is None or doc.get("status") != "active" or doc.get("claim_token") != token:
+        return None
+    return doc.get("cancel_requested")
 
 
 def cancelled_update(
