@@ -755,7 +755,11 @@ class MongoJobQueue(StoreBase):
             claim = self._claims.take(c.token)
             if claim is not None:
                 claims[c.token] = claim
-        missing = [c.token for c in completions if c.token not in claims]
+        missing = [
+            c.token
+            for c in completions
+            if c.token not in claims and codec.parse_id(c.job_id) is not None
+        ]
         if missing:
             docs = self.store.call(
                 "claim-info",
