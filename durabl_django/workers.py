@@ -23,7 +23,7 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 import durabl
-from durabl import Job, JobEvent, JobQueue
+from durabl import Job, JobEvent, JobQueue, QueueShutdownError
 from durabl_django.registry import JobSpec, registry
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -174,7 +174,12 @@ class Runner:
         self.stdout.flush()
         self.queue.add_run_hook(fresh_connections)
         if self.queue.draining is None:  # no signal yet
-            self._start_processing()
+            try:
+                self._start_processing()
+            except QueueShutdownError:
+                if self.queue.draining is None:
+                    raise
+                # A signal came while the processors were starting: its drain takes over.
         else:  # a signal reached durabl's handler before ours
             self._signalled = True
             self._watch_drain()

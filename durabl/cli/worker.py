@@ -36,6 +36,7 @@ from durabl.cli.common import (
     store_errors,
     store_url,
 )
+from durabl.model.exceptions import QueueShutdownError
 from durabl.model.options import DEFAULT_SHUTDOWN_TIMEOUT
 from durabl.runtime.queue import JobQueue
 
@@ -176,11 +177,16 @@ def run_worker(args: argparse.Namespace) -> int:
             worker = Worker(queue, args.shutdown_timeout, out=out, err=sys.stderr)
             worker.install()
             print(startup_line(url, concurrency, args, metrics_port=port), file=out, flush=True)
-            start_processing(queue, types, args.concurrency)
-            if not args.no_reaper:
-                queue.start_reaper()
-            if not args.no_scheduler:
-                queue.start_scheduler()
+            try:
+                start_processing(queue, types, args.concurrency)
+                if not args.no_reaper:
+                    queue.start_reaper()
+                if not args.no_scheduler:
+                    queue.start_scheduler()
+            except QueueShutdownError:
+                if queue.draining is None:
+                    raise
+                # A signal came while the processors were starting: its drain takes over.
         except BaseException:
             queue.shutdown(timeout=0)
             queue.backend.close()

@@ -146,7 +146,7 @@ def test_runworkers_options_pick_types_and_concurrency(
         "Ctrl-C or SIGTERM to stop"
     ), w.failure()
     w.signal(signal.SIGINT)
-    assert w.exit_code(within=30) == 0
+    assert w.exit_code(within=30) == 0, w.failure()
     assert "SIGINT received, draining (up to 2 s" in w.stderr.read()
 
 
