@@ -171,6 +171,9 @@ class MongoJobQueue(StoreBase):
         self.schedules = MongoSchedules(self.store)
         self.workers = MongoWorkers(self.store)
         self._rates = flow.rates_collection(self.store.col, self.store.collection_name)
+        #: Whether this store object has met a job with a concurrency key: until then a
+        #: claim skips the per-key count (see :meth:`_key_usage`).
+        self._keys_seen = False
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"
@@ -419,6 +422,7 @@ class MongoJobQueue(StoreBase):
             if doc is None:
                 return None, False
             keyed = doc.get(flow.KEY) is not None
+            self._keys_seen = self._keys_seen or keyed
             if keyed and usage is not None and not flow.take_slot(col, doc, token, usage):
                 flow.unclaim(col, doc["_id"], token, now)  # the key had no room
                 return None, True
@@ -482,6 +486,13 @@ class MongoJobQueue(StoreBase):
 
     # -- flow control (durabl.stores.mongo.flow) ----------------------------------------
     def _key_usage(self) -> flow.KeyUsage:
+        """The active jobs of each key, read once per claim, but only once this store object
+        has claimed a job with a key: before that, no job is left out of the query, and the
+        slot index alone keeps a key to its limit (a job of a full key claimed then is
+        handed back at once, inside the claim, which also turns the count on). So stores
+        whose jobs use no keys pay nothing per claim."""
+        if not self._keys_seen:
+            return flow.KeyUsage()
         return self.store.call("claim", lambda: flow.KeyUsage.read(self.store.col))
 
     def _count_starts(
