@@ -99,6 +99,7 @@ def test_the_runner_starts_the_scheduler_unless_told_not_to(scheduler: bool) -> 
     finally:
         runner.drained.set()
         runner.wait()
+        queue.shutdown(timeout=1)  # the runner started its reaper: join it
 
 
 def test_runworkers_runs_the_settings_schedules(tmp_path: Path) -> None:
