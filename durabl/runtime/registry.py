@@ -31,7 +31,8 @@ class RunRegistry(Generic[T]):
         """Forget ``run`` (again is harmless) and wake whoever waits for the set to empty."""
         with self._changed:
             self._runs.discard(run)
-            self._changed.notify_all()
+            if not self._runs:  # only "empty" is waited for
+                self._changed.notify_all()
 
     def snapshot(self) -> list[T]:
         """The runs tracked at this moment."""
