@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from durabl.model.flow import RateLimit
+from durabl.model.flow import RATE_LIMITS_REFRESH, RateLimit
 from durabl.model.options import build_new_job
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock
@@ -186,6 +186,25 @@ def test_the_rate_limit_counts_across_store_objects(backend: Backend, clock: Fak
     assert other.get_rate_limit("t") == RateLimit(3, 60.0)
     assert len(claim_ids(backend, limit=2)) == 2
     assert len(claim_ids(other, limit=5)) == 1
+    assert claim_ids(backend) == []
+
+
+def test_a_limit_set_by_another_store_object_applies_within_the_refresh(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Another process's limit holds here at the latest RATE_LIMITS_REFRESH seconds after
+    it was set (a store object that has claimed the type reads the list of limited types
+    again only that often; see docs/flow-control.md)."""
+    other = second_view(backend, clock)
+    at_window_start(clock, 600)
+    for n in range(8):
+        enqueue_id(backend, data={"n": n})
+    assert len(claim_ids(other, limit=1)) == 1  # other has claimed the type: no limit
+    backend.set_rate_limit("t", 2, 600)
+    clock.advance(RATE_LIMITS_REFRESH)
+    claimed = claim_ids(other, limit=10)
+    assert len(claimed) == 2  # counted in the window from here on
+    assert claim_ids(other) == []
     assert claim_ids(backend) == []
 
 

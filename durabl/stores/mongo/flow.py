@@ -9,9 +9,13 @@ with a key then takes a free slot before its handle is handed out; a claimer tha
 the race for the last slot hands the job back at once, inside the same claim.
 
 Rate limits: one document per limited type in ``<collection>_rate_limits``, with the
-claims counted in its current window. A claim reads it (a full window: nothing written),
-claims at most what is left, then counts its claims by compare-and-set; a claimer that
-lost the race to a full window hands back the claims over the limit.
+claims counted in its current window. A claim of a limited type reads it (a full window:
+nothing written), claims at most what is left, then counts its claims by compare-and-set;
+a claimer that lost the race to a full window hands back the claims over the limit. Which
+types are limited the store object learns from its own ``set_rate_limit`` and from the
+list of limited types, read again when older than
+:data:`~durabl.model.flow.RATE_LIMITS_REFRESH` (:class:`~durabl.model.flow.LimitedTypes`),
+so a claim of an unlimited type reads nothing.
 """
 
 from __future__ import annotations
@@ -140,6 +144,11 @@ def write_rate(rates: Collection[dict[str, Any]], type: str, rate: RateLimit | N
         },
         upsert=True,
     )
+
+
+def limited_types(rates: Collection[dict[str, Any]]) -> list[str]:
+    """Every type with a stored limit (one read, of the ids only)."""
+    return [doc["_id"] for doc in rates.find({}, {"_id": 1})]
 
 
 def read_rate(rates: Collection[dict[str, Any]], type: str) -> RateLimit | None:
