@@ -275,7 +275,9 @@ def scenario_backlog(store: Store, report: Report, n: int) -> float:
         budget_row(scenario, "claims/job", "1.0", counts[CLAIM] / n, 1.05),
         *terminal_rows(scenario, counts, n, "< 1 (one bulk_write per completer batch)"),
         range_row(scenario, "heartbeats/job", "0 (runs are short)", counts[HEARTBEAT] / n, 0, 0),
-        range_row(scenario, "reads/job", "0", counts.reads / n, 0, 0),
+        range_row(
+            scenario, "reads/job", "0 (no rate limit set: none read)", counts.reads / n, 0, 0
+        ),
         info_row(
             scenario,
             "empty claims (polls)/job",
@@ -423,7 +425,8 @@ def scenario_idle(store: Store, report: Report) -> None:
             )
         )
     others = counts.writes + counts.reads - counts[CLAIM_EMPTY]
-    report.rows.append(range_row(scenario, "other operations", "0", others, 0, 0))
+    # A read per poll (such as a rate limit's, for a type that has none) would show here.
+    report.rows.append(budget_row(scenario, "other operations", "0", others, 0))
 
 
 # -- output -------------------------------------------------------------------------------
@@ -521,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nPASS: as expected. CHECK: differs from the expectation. INFO: reported, no "
         f"expectation. Budgets (--check): claims/job <= 1.05, terminal writes/job <= 1.05, "
-        f"writes/enqueue <= 1.0, idle claim queries per type per interval <= 1.5. "
+        f"writes/enqueue <= 1.0, idle claim queries per type per interval <= 1.5, other idle "
+        f"operations 0. "
         f"Took {time.perf_counter() - began:.1f}s."
     )
     if over:

@@ -347,7 +347,8 @@ class Store(Protocol):
 
 
 class MongomockStore:
-    """A fresh mongomock database per scenario; counts through a collection proxy."""
+    """A fresh mongomock database per scenario; counts through collection proxies (the
+    jobs and the rate limits)."""
 
     label = "mongomock"
     serialised = True
@@ -360,6 +361,10 @@ class MongomockStore:
         backend.startup()
         proxy = CountingCollection(backend.col, self.counter)
         backend.col = cast("Collection[dict[str, Any]]", proxy)
+        # The rate limits live in a collection of their own, which a claim of a limited
+        # type reads and writes: counted too (the store keeps no public handle on it).
+        rates = CountingCollection(backend._rates, self.counter)
+        backend._rates = cast("Collection[dict[str, Any]]", rates)
         return backend
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ active jobs, and counts the starts of a rate-limited type in the current window.
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -100,3 +102,79 @@ def check_rate_limit(limit: object, per: Seconds | None) -> RateLimit | None:
     if per is None:
         raise ValueError("a rate limit needs per= (the window, in seconds)")
     return RateLimit.of(limit, per)
+
+
+#: How old (seconds) a process's list of rate-limited types may get before a claim reads it
+#: again: a limit set by another process applies to this one's claims within this time.
+RATE_LIMITS_REFRESH = 30.0
+
+
+class LimitedTypes:
+    """The types with a rate limit, as one store object knows them, so that a claim reads a
+    type's window only when the type has a limit (claims of unlimited types cost nothing
+    extra). The set is exact for this object's own ``set_rate_limit`` calls (:meth:`note`)
+    and is replaced by the stored list (one read of every limited type) when it is older
+    than ``refresh`` seconds on ``monotonic``: a limit another process sets applies here
+    within ``refresh`` seconds. Thread-safe; a claim that finds the set due takes the
+    refresh (:meth:`refresh_due`) so that concurrent claims read the list once."""
+
+    def __init__(self, monotonic: Callable[[], float], refresh: float = RATE_LIMITS_REFRESH):
+        self._monotonic = monotonic
+        self._refresh = refresh
+        self._lock = threading.Lock()
+        self._types: frozenset[str] = frozenset()
+        self._loaded_at: float | None = None  # never loaded: the first claim reads the list
+        #: What :meth:`note` learnt since the refresh in flight began (a list read before
+        #: this object's own write committed must not undo it).
+        self._since: dict[str, bool] = {}
+
+    def refresh_due(self) -> bool:
+        """Whether the caller should read the stored list now and :meth:`replace` the set
+        with it (then, or :meth:`failed`); True for one caller at a time."""
+        with self._lock:
+            now = self._monotonic()
+            if self._loaded_at is not None and now - self._loaded_at < self._refresh:
+                return False
+            self._loaded_at = now
+            self._since = {}
+            return True
+
+    def replace(self, types: Iterable[str]) -> None:
+        """The stored list, just read."""
+        with self._lock:
+            stored = set(types)
+            for type, limited in self._since.items():
+                (stored.add if limited else stored.discard)(type)
+            self._types = frozenset(stored)
+            self._loaded_at = self._monotonic()
+
+    def failed(self) -> None:
+        """The read of the list failed: the next claim reads it again."""
+        with self._lock:
+            self._loaded_at = None
+
+    def note(self, type: str, limited: bool) -> None:
+        """This object stored (or removed) the limit of ``type``, or a claim found that the
+        stored limit of ``type`` is gone."""
+        with self._lock:
+            self._types = self._types | {type} if limited else self._types - {type}
+            self._since[type] = limited
+
+    def __contains__(self, type: object) -> bool:
+        return type in self._types
+
+    def refresh(self, read_stored: Callable[[], Iterable[str]]) -> None:
+        """Replace the set with the stored list, read through ``read_stored``, if it is due
+        (an error leaves the refresh due)."""
+        if self.refresh_due():
+            try:
+                self.replace(read_stored())
+            except BaseException:
+                self.failed()
+                raise
+
+    def has_limit(self, type: str, read_stored: Callable[[], Iterable[str]]) -> bool:
+        """Whether a claim of ``type`` must read its window (refreshing the set first if it
+        is due)."""
+        self.refresh(read_stored)
+        return type in self

@@ -5,10 +5,11 @@ used by a held-back job, other keys unaffected, the slot freed by every way out 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
-from durabl.model.flow import RateLimit
+from durabl.model.flow import RATE_LIMITS_REFRESH, RateLimit
 from durabl.model.options import build_new_job
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock
@@ -61,6 +62,80 @@ def test_the_limit_stored_with_each_job_applies_when_it_is_claimed(backend: Back
     # The narrow job cannot start beside the wide one; the next wide one can.
     assert claim_ids(backend) == [wide, wide2]
     assert get(backend, narrow).status == "pending"
+
+
+# Mixed limits on one key: each job's own limit decides when it starts (docs/flow-control.md).
+def test_a_narrow_job_held_beside_a_wide_one_starts_once_the_key_drains(
+    backend: Backend,
+) -> None:
+    enqueue_id(backend, concurrency_key="k", concurrency_limit=3, data={"n": 1})
+    (wide,) = backend.claim("t", limit=1, lease_owner="flow")
+    narrow = enqueue_id(backend, concurrency_key="k", concurrency_limit=1, data={"n": 2})
+    wide2 = enqueue_id(backend, concurrency_key="k", concurrency_limit=3, data={"n": 3})
+    # The narrow job waits for the key to be free; the wide one behind it has room.
+    (second,) = backend.claim("t", limit=10, lease_owner="flow")
+    assert second.id == wide2
+    assert backend.complete(wide.id, wide.claim_token).status == "completed"
+    assert claim_ids(backend) == []  # one wide job still holds the key
+    assert backend.complete(second.id, second.claim_token).status == "completed"
+    assert claim_ids(backend) == [narrow]
+    assert get(backend, narrow).attempts == 1
+
+
+def test_a_wide_job_is_not_held_behind_a_narrow_one_that_waits(backend: Backend) -> None:
+    enqueue_id(backend, concurrency_key="k", concurrency_limit=2, data={"n": 1})
+    assert len(claim_ids(backend, limit=1)) == 1
+    narrow = enqueue_id(backend, concurrency_key="k", concurrency_limit=1, data={"n": 2})
+    wide = enqueue_id(backend, concurrency_key="k", concurrency_limit=3, data={"n": 3})
+    assert claim_ids(backend) == [wide]
+    assert get(backend, narrow).status == "pending"
+
+
+def test_a_narrow_job_does_not_start_beside_a_wide_one_from_another_store_object(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """The wide job left holding the key has the key's second slot, not its first: the
+    narrow job's own slot is free, yet it must wait (a store object meeting its first
+    keyed job included)."""
+    first = enqueue_id(backend, concurrency_key="k", concurrency_limit=3, data={"n": 1})
+    enqueue_id(backend, concurrency_key="k", concurrency_limit=3, data={"n": 2})
+    handles = {h.id: h for h in backend.claim("t", limit=2, lease_owner="flow")}
+    assert len(handles) == 2
+    done = handles.pop(first)
+    assert backend.complete(done.id, done.claim_token).status == "completed"
+    narrow = enqueue_id(backend, concurrency_key="k", concurrency_limit=1, data={"n": 3})
+    other = second_view(backend, clock)
+    assert claim_ids(other) == []
+    assert get(backend, narrow).status == "pending"
+    assert get(backend, narrow).attempts == 0
+    (wide,) = handles.values()
+    assert backend.complete(wide.id, wide.claim_token).status == "completed"
+    assert claim_ids(other) == [narrow]
+
+
+def test_a_key_with_mixed_limits_always_drains(backend: Backend) -> None:
+    """No job of a key waits forever: whatever the mix of limits, a claim finds a job as
+    long as any is pending and fewer than its limit run; each starts only while fewer than
+    its own limit hold the key, and at most ``l`` jobs of limit ``l`` or lower are active."""
+    limits = [1, 3, 2, 1, 3, 3, 2, 1, 2, 3, 1, 1, 3, 2, 2, 3]
+    ids = {
+        enqueue_id(backend, concurrency_key="k", concurrency_limit=n, data={"i": i}): n
+        for i, n in enumerate(limits)
+    }
+    active: list[Any] = []
+    done: set[str] = set()
+    for _ in range(4 * len(limits)):
+        for handle in backend.claim("t", limit=2, lease_owner="flow"):
+            assert len(active) < ids[handle.id], "started beside its own limit of runs"
+            active.append(handle)
+        for bound in set(limits):
+            assert sum(ids[h.id] <= bound for h in active) <= bound
+        if not active:
+            break  # nothing runs, so nothing pending may be left behind
+        oldest = active.pop(0)
+        assert backend.complete(oldest.id, oldest.claim_token).status == "completed"
+        done.add(oldest.id)
+    assert done == set(ids), "jobs left pending with nothing running"
 
 
 def test_completion_frees_the_slot(backend: Backend) -> None:
@@ -186,6 +261,25 @@ def test_the_rate_limit_counts_across_store_objects(backend: Backend, clock: Fak
     assert other.get_rate_limit("t") == RateLimit(3, 60.0)
     assert len(claim_ids(backend, limit=2)) == 2
     assert len(claim_ids(other, limit=5)) == 1
+    assert claim_ids(backend) == []
+
+
+def test_a_limit_set_by_another_store_object_applies_within_the_refresh(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Another process's limit holds here at the latest RATE_LIMITS_REFRESH seconds after
+    it was set (a store object that has claimed the type reads the list of limited types
+    again only that often; see docs/flow-control.md)."""
+    other = second_view(backend, clock)
+    at_window_start(clock, 600)
+    for n in range(8):
+        enqueue_id(backend, data={"n": n})
+    assert len(claim_ids(other, limit=1)) == 1  # other has claimed the type: no limit
+    backend.set_rate_limit("t", 2, 600)
+    clock.advance(RATE_LIMITS_REFRESH)
+    claimed = claim_ids(other, limit=10)
+    assert len(claimed) == 2  # counted in the window from here on
+    assert claim_ids(other) == []
     assert claim_ids(backend) == []
 
 

@@ -78,11 +78,17 @@ def run_workers(url: str, tmp_path: Path, queue: JobQueue, hold: float, count: i
 
 
 def spans(queue: JobQueue) -> dict[str, list[tuple[datetime, datetime, str]]]:
-    """Each completed job's one claim: (claimed, ended, worker), by its data's key."""
+    """Each completed job's one claim: (claimed, ended, worker), by its data's key. A job
+    claimed more than once lost its lease (reaped while its worker still ran it): that is
+    reported as such, not as an overlap of two claims."""
     by_key: dict[str, list[tuple[datetime, datetime, str]]] = defaultdict(list)
     for job in queue.list_jobs(type="flow", limit=0):
         assert job.status == "completed"
-        (attempt,) = job.attempt_history  # ran exactly once
+        assert len(job.attempt_history) == 1, (
+            f"job {job.data['n']} was claimed {len(job.attempt_history)} times: a lease was "
+            f"lost (reaped while its holder ran), not a double claim: {job.attempt_history}"
+        )
+        (attempt,) = job.attempt_history
         assert attempt.started_at is not None
         by_key[job.data["key"]].append((attempt.started_at, attempt.ended_at, attempt.worker or ""))
     return by_key
@@ -100,14 +106,27 @@ def most_at_once(intervals: Sequence[tuple[Any, Any, str]]) -> int:
 
 
 def runs(tmp_path: Path) -> dict[str, list[tuple[float, float, str]]]:
-    """Each handler run the workers logged: (start, end, process), by key."""
+    """Each handler run the workers logged: (start, end, process), by key. A job whose
+    handler ran twice lost its lease (the reaper gave it to another worker while the first
+    still ran it): that fails here as a lease loss, so an overlap found afterwards is
+    between two different jobs, each run once: two claims that held the key at once."""
     by_key: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    by_job: dict[str, list[str]] = defaultdict(list)
     for log in sorted(tmp_path.glob("w*.log")):
         for line in log.read_text().splitlines():
             if line.startswith("run "):
-                _, _, key, start, end = line.split()
+                _, n, key, start, end = line.split()
                 by_key[key].append((float(start), float(end), log.name))
+                by_job[n].append(f"{log.name} {start}-{end}")
+    twice = {n: where for n, where in by_job.items() if len(where) > 1}
+    assert not twice, f"handlers ran more than once (a lease loss, not a double claim): {twice}"
     return by_key
+
+
+def overlapping(intervals: Sequence[tuple[Any, Any, str]]) -> list[Any]:
+    """The pairs of runs (of different jobs) that overlap, for a failure message."""
+    ordered = sorted(intervals)
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :] if b[0] < a[1]]
 
 
 @pytest.mark.timeout(240)
@@ -127,7 +146,10 @@ def test_a_key_never_runs_more_than_its_limit_across_processes(
     by_key = runs(tmp_path)
     assert {key: len(v) for key, v in by_key.items()} == dict.fromkeys("abcd", 20)
     for key, intervals in by_key.items():
-        assert most_at_once(intervals) <= limits[key], (key, sorted(intervals))
+        assert most_at_once(intervals) <= limits[key], (
+            f"a double claim: different jobs of key {key!r} ran at once beyond its limit "
+            f"{limits[key]}: {overlapping(intervals)}"
+        )
     every = [i for v in by_key.values() for i in v]
     assert most_at_once(every) > 2  # different keys ran side by side
     assert len({w for _, _, w in every}) == 2  # both processes took part

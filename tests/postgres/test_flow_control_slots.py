@@ -4,6 +4,7 @@ slot is repeated rather than failing the poll."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from durabl.model.options import build_new_job
 from durabl.stores.postgres import PostgresJobQueue
+from durabl.testing import wait_until
 from tests.conftest import drop_postgres_tables
 
 
@@ -68,3 +70,45 @@ def test_a_claim_that_lost_the_last_slot_claims_again(
     handles = store.claim("t", limit=5)
     assert len(handles) == 1
     assert len(calls) == 2
+
+
+def test_a_claims_stored_start_can_precede_the_end_it_waited_for(
+    store: PostgresJobQueue, pg_url: str
+) -> None:
+    """Why the cross-process test reads the handlers' own clocks, not the attempt history:
+    a claim's ``claimed_at`` is its transaction's ``now()``, fixed when the transaction
+    starts, and the claim may then wait (here on the rate limit's row lock; on a busy host,
+    for the CPU) while the run holding the key ends. The claims never overlapped: the
+    second took the key only after the first had freed it. But the stored times say the
+    second started before the first ended, an overlap that is neither a double claim nor
+    a lost lease."""
+    store.set_rate_limit("t", 100, 86400)  # the claim locks the type's row
+    first_id, second_id = add(store, "k", 1), add(store, "k", 2)
+    (first,) = store.claim("t", limit=5)
+    assert first.id == first_id
+    claimed: list[Any] = []
+    with psycopg.connect(pg_url) as lock:
+        lock.execute(f"SELECT 1 FROM {store.table}_rate_limits WHERE type = 't' FOR UPDATE")
+        waiting = threading.Thread(target=lambda: claimed.extend(store.claim("t", limit=5)))
+        waiting.start()
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            assert wait_until(
+                lambda: (
+                    watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE %s",
+                        (f"%{store.table}_rate_limits%FOR UPDATE%",),
+                    ).fetchone()
+                    == (1,)
+                ),
+                timeout=10,
+            )
+        first.complete()  # frees the key while the second claim waits
+        lock.commit()
+    waiting.join(10)
+    assert [h.id for h in claimed] == [second_id]  # it took the key the first had freed
+    claimed[0].complete()
+    (first_run,) = store.get_job(first_id).attempt_history  # type: ignore[union-attr]
+    (second_run,) = store.get_job(second_id).attempt_history  # type: ignore[union-attr]
+    assert first_run.ended_at is not None
+    assert second_run.started_at < first_run.ended_at

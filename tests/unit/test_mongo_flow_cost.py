@@ -44,3 +44,49 @@ def test_the_first_keyed_claim_still_keeps_its_key_to_the_limit() -> None:
     assert calls[0] >= 1  # counted per claim from the first keyed job on
     first[0].complete()
     assert len(backend.claim("t")) == 1
+
+
+def counting_rate_reads(backend: Any) -> list[str]:
+    """The calls the store makes on its rate limits collection, by method name."""
+    calls: list[str] = []
+    real = backend._rates
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(real, name)
+            if not callable(attr):
+                return attr
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                calls.append(name)
+                return attr(*args, **kwargs)
+
+            return counted
+
+    backend._rates = Counting()
+    return calls
+
+
+def test_claims_of_a_type_without_a_rate_limit_read_no_rate_limit() -> None:
+    backend = make_mongomock_backend()
+    backend.startup()  # reads which types have a limit: none
+    calls = counting_rate_reads(backend)
+    for n in range(3):
+        backend.enqueue(build_new_job("t", {"n": n}))
+    for _ in range(4):  # three claims and one empty poll
+        backend.claim("t")
+    assert calls == []
+
+
+def test_a_rate_limit_set_through_the_store_object_is_read_by_its_next_claim() -> None:
+    backend = make_mongomock_backend()
+    backend.startup()
+    calls = counting_rate_reads(backend)
+    backend.set_rate_limit("t", 1, 60)
+    for n in range(3):
+        backend.enqueue(build_new_job("t", {"n": n}))
+    assert len(backend.claim("t", limit=3)) == 1
+    assert backend.claim("t", limit=3) == []
+    assert "find_one" in calls
+    backend.set_rate_limit("t", None)
+    assert len(backend.claim("t", limit=3)) == 2

@@ -3,6 +3,9 @@ and its inserts is finished by the next scheduler, once, and blocks later ticks 
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import mongomock
 
 from durabl import JobQueue, MongoJobQueue
@@ -33,3 +36,102 @@ def test_an_outbox_left_by_a_dead_scheduler_is_finished_once() -> None:
     assert [int(at.timestamp()) % 100 for at in runs] == [10, 20]
     (state,) = queue.list_schedules()
     assert state.last_job_id is not None and state.last_run_at == runs[-1]
+
+
+# -- a paused writer: its outbox finished by another process, the job run and deleted ------
+def paused_firing(clock: FakeClock) -> tuple[MongoJobQueue, JobQueue, list[dict[str, Any]]]:
+    """A schedule whose writer did step 1 (the outbox) and then paused."""
+    store = MongoJobQueue(mongomock.MongoClient(tz_aware=True)["d"], clock=clock)
+    queue = JobQueue(store, clock=clock)
+    queue.schedule("s", "tick", every=60)
+    clock.advance(60)
+    (schedule,) = queue.list_schedules()
+    firing = plan_firing(schedule, clock.now())
+    assert firing is not None
+    jobs = [(tick, tick_job(schedule, tick)) for tick in firing.ticks]
+    outbox = store.schedules.claim(schedule, firing.next_run_at, jobs)
+    assert outbox is not None and len(outbox) == 1
+    return store, queue, outbox
+
+
+def run_and_delete_the_tick(store: MongoJobQueue, job_id: str) -> None:
+    (handle,) = store.claim("tick", limit=5, lease_owner="w")
+    assert handle.id == job_id
+    assert store.complete(handle.id, handle.claim_token).status == "completed"
+    assert store.delete(job_id)  # or retention pruned it
+
+
+def test_a_paused_writer_does_not_enqueue_a_tick_again_after_its_job_was_deleted() -> None:
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    clock.advance(11)  # past the grace: another scheduler finishes the outbox
+    queue.scheduler.run_once()
+    job_id = str(outbox[0]["_id"])
+    run_and_delete_the_tick(store, job_id)
+    # The paused writer wakes up and carries on with step 2.
+    assert store.schedules.finish("s", outbox) == [job_id]
+    assert store.count_jobs(type="tick") == 0  # not inserted again, nothing held left
+    assert store.claim("tick", limit=5, lease_owner="w") == []
+
+
+def test_a_writer_paused_after_inserting_its_held_copy_releases_nothing_later() -> None:
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    job_id = str(outbox[0]["_id"])
+    resume = threading.Event()
+    paused = threading.Event()
+    main = threading.current_thread()
+    real_call = store.store.call
+    calls: list[str] = []
+
+    def call(operation: str, fn: Any, **kw: Any) -> Any:
+        # The writer's thread pauses after its insert (step 2a), before its step 2b.
+        if threading.current_thread() is not main and operation == "fire_schedule":
+            calls.append(getattr(fn, "__name__", ""))
+            if calls == ["insert", "own"]:
+                paused.set()
+                assert resume.wait(10)
+        return real_call(operation, fn, **kw)
+
+    store.store.call = call  # type: ignore[method-assign]
+    ids: list[Any] = []
+    late = threading.Thread(target=lambda: ids.extend(store.schedules.finish("s", outbox)))
+    late.start()
+    assert paused.wait(10)
+    held = store.get_job(job_id)
+    assert held is not None and held.status == "pending" and held.run_at.year == 9999
+    assert store.claim("tick", limit=5, lease_owner="w") == []  # held: not claimable
+    clock.advance(11)
+    queue.scheduler.run_once()  # another scheduler finishes the outbox: releases that copy
+    run_and_delete_the_tick(store, job_id)
+    resume.set()
+    late.join(10)
+    assert ids == [job_id]
+    assert store.count_jobs(type="tick") == 0
+    (state,) = queue.list_schedules()
+    assert state.last_job_id == job_id
+
+
+def test_a_held_copy_left_by_a_dead_writer_is_released_once() -> None:
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    job_id = str(outbox[0]["_id"])
+    real_call = store.store.call
+
+    def dies_after_insert(operation: str, fn: Any, **kw: Any) -> Any:
+        if getattr(fn, "__name__", "") == "own":
+            raise SystemExit  # the process dies between step 2a and 2b
+        return real_call(operation, fn, **kw)
+
+    store.store.call = dies_after_insert  # type: ignore[method-assign]
+    try:
+        store.schedules.finish("s", outbox)
+    except SystemExit:
+        pass
+    store.store.call = real_call  # type: ignore[method-assign]
+    clock.advance(11)
+    queue.scheduler.run_once()
+    (job,) = store.list_jobs(type="tick")
+    assert job.id == job_id and job.run_at == outbox[0]["run_at"]
+    run_and_delete_the_tick(store, job_id)
+    assert store.claim("tick", limit=5, lease_owner="w") == []

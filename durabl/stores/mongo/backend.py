@@ -28,7 +28,7 @@ from durabl.model.exceptions import (
     DedupeScopeConflictError,
     DurablError,
 )
-from durabl.model.flow import RateLimit
+from durabl.model.flow import LimitedTypes, RateLimit
 from durabl.model.job import (
     AttemptOutcome,
     CancelOutcome,
@@ -171,6 +171,8 @@ class MongoJobQueue(StoreBase):
         self.schedules = MongoSchedules(self.store)
         self.workers = MongoWorkers(self.store)
         self._rates = flow.rates_collection(self.store.col, self.store.collection_name)
+        #: The types with a rate limit: a claim of another type reads no window.
+        self._limited = LimitedTypes(self.store.clock.monotonic)
         #: Whether this store object has met a job with a concurrency key: until then a
         #: claim skips the per-key count (see :meth:`_key_usage`).
         self._keys_seen = False
@@ -193,8 +195,10 @@ class MongoJobQueue(StoreBase):
         return self.store.now()
 
     def startup(self) -> None:
-        """Create the indexes (idempotent) and check change-stream support if asked."""
+        """Create the indexes (idempotent), check change-stream support if asked, and read
+        which types have a rate limit (unless read lately)."""
         self.store.startup(change_streams=self.use_change_streams)
+        self._limited.refresh(self._limited_types)
 
     def close(self) -> None:
         self.store.close()
@@ -451,7 +455,7 @@ class MongoJobQueue(StoreBase):
         self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         now = self.now()
-        rate = self.store.call("claim", lambda: flow.allowance(self._rates, type, now))
+        rate = self._allowance(type, now)
         if rate is not None:
             limit = min(limit, rate[1])
             if not limit:
@@ -485,6 +489,17 @@ class MongoJobQueue(StoreBase):
         return claimed
 
     # -- flow control (durabl.stores.mongo.flow) ----------------------------------------
+    def _allowance(self, type: str, now: datetime) -> tuple[RateLimit, int] | None:
+        """The rate limit of ``type`` and what is left of its window; no read at all for a
+        type this store object knows has no limit (see :class:`LimitedTypes`)."""
+        rates = self._rates
+        if not self._limited.has_limit(type, self._limited_types):
+            return None
+        left = self.store.call("claim", lambda: flow.allowance(rates, type, now))
+        if left is None:
+            self._limited.note(type, False)  # removed by another process
+        return left
+
     def _key_usage(self) -> flow.KeyUsage:
         """The active jobs of each key, read once per claim, but only once this store object
         has claimed a job with a key: before that, no job is left out of the query, and the
@@ -514,8 +529,12 @@ class MongoJobQueue(StoreBase):
             self.store.call("claim", hand_back)
         return claimed[:fits]
 
+    def _limited_types(self) -> list[str]:
+        return self.store.call("claim", lambda: flow.limited_types(self._rates))
+
     def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
         self.store.call("set_rate_limit", lambda: flow.write_rate(self._rates, type, rate))
+        self._limited.note(type, rate is not None)
 
     def read_rate_limit(self, type: str) -> RateLimit | None:
         return self.store.call("get_rate_limit", lambda: flow.read_rate(self._rates, type))

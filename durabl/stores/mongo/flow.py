@@ -6,12 +6,19 @@ jobs makes exclusive (a job leaving ``active`` frees it with no write of its own
 first reads how many active jobs hold each key (one aggregate on that index) and leaves
 the jobs of a full key out of its query, so a held-back job costs no write. A claimed job
 with a key then takes a free slot before its handle is handed out; a claimer that lost
-the race for the last slot hands the job back at once, inside the same claim.
+the race for the last slot hands the job back at once, inside the same claim. A job's own
+limit decides: a claimed job whose key already has that many active jobs (those of a
+higher limit hold other slots) is handed back too. A store object that has met no keyed
+job yet reads no counts before its claims, and counts once it claims its first keyed job.
 
 Rate limits: one document per limited type in ``<collection>_rate_limits``, with the
-claims counted in its current window. A claim reads it (a full window: nothing written),
-claims at most what is left, then counts its claims by compare-and-set; a claimer that
-lost the race to a full window hands back the claims over the limit.
+claims counted in its current window. A claim of a limited type reads it (a full window:
+nothing written), claims at most what is left, then counts its claims by compare-and-set;
+a claimer that lost the race to a full window hands back the claims over the limit. Which
+types are limited the store object learns from its own ``set_rate_limit`` and from the
+list of limited types, read again when older than
+:data:`~durabl.model.flow.RATE_LIMITS_REFRESH` (:class:`~durabl.model.flow.LimitedTypes`),
+so a claim of an unlimited type reads nothing.
 """
 
 from __future__ import annotations
@@ -48,10 +55,12 @@ class KeyUsage:
 
     active: dict[str, int] = field(default_factory=dict)
     slots: dict[str, set[int]] = field(default_factory=dict)
+    #: Whether the counts were read (a store object that has met no keyed job skips it).
+    counted: bool = False
 
     @classmethod
     def read(cls, col: Collection[dict[str, Any]]) -> KeyUsage:
-        usage = cls()
+        usage = cls(counted=True)
         rows = col.aggregate(
             [
                 {"$match": {"status": "active", KEY: {"$exists": True}}},
@@ -64,6 +73,13 @@ class KeyUsage:
                 int(s.split(":", 1)[0]) for s in row["slots"] if isinstance(s, str)
             }
         return usage
+
+    def recount(self, col: Collection[dict[str, Any]], claimed_key: str) -> None:
+        """Read the counts now, inside a claim that took a job of ``claimed_key`` without
+        them (the first keyed job a store object meets): that job is not counted."""
+        fresh = KeyUsage.read(col)
+        fresh.active[claimed_key] = max(fresh.active.get(claimed_key, 1) - 1, 0)
+        self.active, self.slots, self.counted = fresh.active, fresh.slots, True
 
     def held_back(self) -> list[dict[str, Any]]:
         """Query clauses for the jobs whose key has no room (``$nor`` them)."""
@@ -82,7 +98,12 @@ def take_slot(
     """Give the just-claimed ``doc`` (claim ``token``) a free slot of its key; False when
     every slot is held (the caller hands the job back)."""
     key, limit = doc[KEY], int(doc.get(LIMIT) or 1)
+    if not usage.counted:
+        usage.recount(col, key)
     usage.active[key] = usage.active.get(key, 0)  # the claim itself is not counted yet
+    if usage.active[key] >= limit:
+        # Its own slot may be free while jobs of a higher limit hold others: it waits.
+        return False
     for n in range(limit):
         if n in usage.slots.get(key, set()):
             continue
@@ -140,6 +161,11 @@ def write_rate(rates: Collection[dict[str, Any]], type: str, rate: RateLimit | N
         },
         upsert=True,
     )
+
+
+def limited_types(rates: Collection[dict[str, Any]]) -> list[str]:
+    """Every type with a stored limit (one read, of the ids only)."""
+    return [doc["_id"] for doc in rates.find({}, {"_id": 1})]
 
 
 def read_rate(rates: Collection[dict[str, Any]], type: str) -> RateLimit | None:

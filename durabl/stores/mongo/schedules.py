@@ -8,20 +8,31 @@ require a replica set), so a firing is three single-document steps, each atomic:
    no outbox pending) to its new state *and* an ``outbox``: the tick jobs' documents with
    ``_id`` values chosen now. Exactly one process wins this for a tick; a loser writes
    nothing.
-2. **Insert** each outbox document. ``_id`` is unique, so repeating this step inserts
-   nothing twice.
+2. **Place** each outbox job (:meth:`MongoSchedules.place`): insert it *held* (a far
+   ``run_at``, a nonce of the inserting attempt in ``schedule_hold``), make that nonce the
+   outbox entry's owner by compare-and-set on the schedule document unless it has one,
+   and release (``run_at`` back to the tick) only the copy whose nonce is the owner.
 3. **Clear** the outbox (matched on its first ``_id``) and record ``last_job_id``.
 
 A process that dies between 1 and 3 leaves the outbox behind; every scheduler's next
 :meth:`MongoSchedules.load` finishes steps 2-3 for an outbox older than
 :data:`OUTBOX_GRACE`, and no later tick fires before that (step 1 needs no outbox).
-See ``docs/schedules.md`` for the one window this leaves on MongoDB.
+
+Why step 2 cannot run a tick twice, even for a writer paused longer than the grace while
+another process finishes its outbox and the tick's job runs and is deleted (retention,
+``delete``), after which the paused insert succeeds again: that late copy is held, and
+it is released only if its nonce owns the outbox entry. The owner is set once per entry
+(compare-and-set) to the nonce of a copy that existed then, and every attempt draws a new
+nonce, so a copy inserted after the owned one was deleted never owns the entry; once the
+outbox is cleared no entry is there to own. Such a copy is deleted by whoever meets it
+(its inserter, or a finisher). See ``docs/schedules.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pymongo.collection import Collection
@@ -34,8 +45,14 @@ from durabl.stores.mongo import codec
 from durabl.stores.mongo.store import MongoStore
 
 #: How old an outbox must be before another process finishes it (its writer may be slow,
-#: not dead: this keeps two processes from inserting the same outbox at once).
+#: not dead: this keeps two processes from finishing the same outbox at once).
 OUTBOX_GRACE = timedelta(seconds=10)
+#: A job of an outbox is inserted with this ``run_at`` (no claim takes it) and this field
+#: holding a nonce of the attempt that inserted it, until it is released.
+HELD_RUN_AT = datetime(9999, 1, 1, tzinfo=timezone.utc)
+HOLD = "schedule_hold"
+#: In an outbox entry: the nonce of the held copy that may be released.
+OWNER = "owner"
 
 
 class MongoSchedules:
@@ -145,22 +162,10 @@ class MongoSchedules:
         return outbox if self.store.call("fire_schedule", write) else None
 
     def finish(self, name: str, outbox: Sequence[dict[str, Any]]) -> list[str | None]:
-        """Steps 2 and 3: insert each outbox document (once: ``_id`` is unique), then clear
-        the outbox. The job ids; None for a job whose dedupe slot was taken."""
-        ids: list[str | None] = []
-        for doc in outbox:
-
-            def insert(doc: dict[str, Any] = doc) -> str | None:
-                try:
-                    self.store.col.insert_one(dict(doc))
-                except DuplicateKeyError:
-                    # Ours already (an earlier try, or another process finishing), or a
-                    # dedupe slot held by another job: then this tick enqueued nothing.
-                    found = self.store.col.find_one({"_id": doc["_id"]}, {"_id": 1})
-                    return None if found is None else str(doc["_id"])
-                return str(doc["_id"])
-
-            ids.append(self.store.call("fire_schedule", insert))
+        """Steps 2 and 3: put each outbox job in the collection (:meth:`place`, once, even
+        if a paused writer repeats it after the job ran and was deleted), then clear the
+        outbox. The job ids; None for a job whose dedupe slot was taken."""
+        ids = [self.place(name, doc) for doc in outbox]
         first_id = outbox[0]["_id"]
         self.store.call(
             "fire_schedule",
@@ -170,3 +175,63 @@ class MongoSchedules:
             ),
         )
         return ids
+
+    def place(self, name: str, entry: Mapping[str, Any]) -> str | None:
+        """Step 2 for one outbox job, in three single-document writes, so that it can run
+        only once (see the module's docstring):
+
+        a. insert it *held* (``run_at`` far away, :data:`HOLD` set to a nonce of this
+           attempt); a duplicate ``_id`` means it is there already, held by another
+           attempt's nonce or released;
+        b. make the held copy's nonce the outbox entry's :data:`OWNER`, unless the entry
+           has one (compare-and-set on the schedule document);
+        c. release the copy whose nonce is the entry's owner: its ``run_at`` back to the
+           tick. A copy whose nonce is not the owner (or whose outbox entry is gone: the
+           tick was finished) was inserted by a paused writer after the job ran and was
+           deleted: it is deleted, never released."""
+        job_id = entry["_id"]
+        doc = {k: v for k, v in entry.items() if k != OWNER}
+        jobs = self.store.col
+
+        def insert() -> str | bool:
+            """The nonce of the held copy (this attempt's, or the one found there); True
+            when the job is there released already, False when its dedupe slot was taken
+            by another job (then this tick enqueues nothing)."""
+            nonce = uuid.uuid4().hex
+            try:
+                jobs.insert_one({**doc, "run_at": HELD_RUN_AT, HOLD: nonce})
+            except DuplicateKeyError:
+                found = jobs.find_one({"_id": job_id}, {HOLD: 1})
+                if found is None:
+                    return False
+                return True if found.get(HOLD) is None else str(found[HOLD])
+            return nonce
+
+        held = self.store.call("fire_schedule", insert)
+        if isinstance(held, bool):
+            return str(job_id) if held else None
+        nonce = held
+
+        def own() -> str | None:
+            """The entry's owner after the compare-and-set; None when the entry is gone."""
+            self.col.update_one(
+                {"_id": name, "outbox": {"$elemMatch": {"_id": job_id, OWNER: {"$exists": False}}}},
+                {"$set": {f"outbox.$.{OWNER}": nonce}},
+            )
+            state = self.col.find_one({"_id": name, "outbox._id": job_id}, {"outbox": 1})
+            if state is None:
+                return None
+            return next((e.get(OWNER) for e in state["outbox"] if e.get("_id") == job_id), None)
+
+        owner = self.store.call("fire_schedule", own)
+        if owner == nonce:
+            self.store.call(
+                "fire_schedule",
+                lambda: jobs.update_one(
+                    {"_id": job_id, HOLD: nonce},
+                    {"$set": {"run_at": doc["run_at"]}, "$unset": {HOLD: ""}},
+                ),
+            )
+        else:  # a copy inserted after the tick's job ran and was deleted
+            self.store.call("fire_schedule", lambda: jobs.delete_one({"_id": job_id, HOLD: nonce}))
+        return str(job_id)

@@ -15,9 +15,9 @@ from psycopg import Cursor
 from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
-from durabl.model.clock import Clock, as_utc
+from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
-from durabl.model.flow import RateLimit
+from durabl.model.flow import LimitedTypes, RateLimit
 from durabl.model.job import (
     CancelOutcome,
     HeartbeatResult,
@@ -165,6 +165,8 @@ class PostgresJobQueue(StoreBase):
         self._schedules = schedules.ScheduleStatements.for_tables(self.tables)
         self._workers = worker_rows.WorkerStatements.for_tables(self.tables)
         self._rates = rates.RateStatements.for_tables(self.tables)
+        #: The types with a rate limit: a claim of another type reads no window.
+        self._limited = LimitedTypes((clock or SYSTEM_CLOCK).monotonic)
         self._started = False
         self._startup_lock = threading.Lock()
 
@@ -432,7 +434,11 @@ class PostgresJobQueue(StoreBase):
         now = self._now_param()
         params = {"type": type, "now": now}
         statement, rs = self._q.claim_due, self._rates
-        left = self._read("claim", lambda cur: rates.allowance(cur, rs, type, now))
+        left = None
+        if self._limited.has_limit(type, self._limited_types):
+            left = self._read("claim", lambda cur: rates.allowance(cur, rs, type, now))
+            if left is None:
+                self._limited.note(type, False)  # removed by another process
         if left is not None and not left.left:
             return []  # the window is full: a read, nothing written, until the next one
 
@@ -467,9 +473,14 @@ class PostgresJobQueue(StoreBase):
         return []  # not reached
 
     # -- flow control (durabl.stores.postgres.rates) -----------------------------------
+    def _limited_types(self) -> list[str]:
+        rs = self._rates
+        return self._read("claim", lambda cur: rates.limited_types(cur, rs))
+
     def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
         rs = self._rates
         self._run("set_rate_limit", lambda cur: rates.write(cur, rs, type, rate))
+        self._limited.note(type, rate is not None)
 
     def read_rate_limit(self, type: str) -> RateLimit | None:
         rs = self._rates

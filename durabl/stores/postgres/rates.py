@@ -1,8 +1,11 @@
 """Rate limits in PostgreSQL (:mod:`durabl.model.flow`) on ``<table>_rate_limits`` (schema
 version 4): one row per limited type, its limit and the claims counted in its current
-window. A claim first reads the row (no lock, no write: a full window costs a read); with
-room, it locks the row, recounts, claims at most what is left and counts in the same
-transaction, so claimers in every process share one window."""
+window. A claim of a limited type first reads the row (no lock, no write: a full window
+costs a read); with room, it locks the row, recounts, claims at most what is left and
+counts in the same transaction, so claimers in every process share one window. A claim of
+a type the store object knows has no limit (:class:`~durabl.model.flow.LimitedTypes`: its
+own ``set_rate_limit`` calls, and the list of limited types read again when older than
+:data:`~durabl.model.flow.RATE_LIMITS_REFRESH`) reads nothing and is one statement."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class RateStatements:
 
     upsert: str
     delete: str
+    types: str
     read: str
     lock: str
     count: str
@@ -41,6 +45,7 @@ class RateStatements:
                 "per_ms = excluded.per_ms"
             ),
             delete=f"DELETE FROM {r} WHERE type = %(type)s",
+            types=f"SELECT type FROM {r}",
             read=f"SELECT {columns} FROM {r} WHERE type = %(type)s",
             lock=f"SELECT {columns} FROM {r} WHERE type = %(type)s FOR UPDATE",
             count=(
@@ -55,6 +60,12 @@ def write(cur: Cursor[DictRow], rs: RateStatements, type: str, rate: RateLimit |
         cur.execute(rs.delete, {"type": type})
     else:
         cur.execute(rs.upsert, {"type": type, "limit": rate.limit, "per": rate.per_millis})
+
+
+def limited_types(cur: Cursor[DictRow], rs: RateStatements) -> list[str]:
+    """Every type with a stored limit."""
+    cur.execute(rs.types)
+    return [row["type"] for row in cur.fetchall()]
 
 
 def read(cur: Cursor[DictRow], rs: RateStatements, type: str) -> RateLimit | None:
