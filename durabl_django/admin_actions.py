@@ -99,25 +99,25 @@ def _retry(queue: JobQueue, job_id: str, status: str) -> str | None:
     return "retry-refused"
 
 
-def _delete(queue: JobQueue, job_id: str, status: str) -> str | None:
-    """Delete a job still in the list's ``status`` (never an active one: the store refuses)."""
-    job = queue.get_job(job_id)
-    if job is None:
-        return "gone"
-    if job.status != status:
-        return "not-failed"
-    return None if queue.delete(job_id) else "delete-refused"
+def _if_still(act: Callable[[JobQueue, str], bool], refused: str) -> Callable[..., str | None]:
+    """An action's ``perform`` that acts only on a job still in the list's status: None
+    when ``act`` did it, else why not (a REASONS key; ``refused`` when the store said no)."""
+
+    def perform(queue: JobQueue, job_id: str, status: str) -> str | None:
+        job = queue.get_job(job_id)
+        if job is None:
+            return "gone"
+        if job.status != status:
+            return "not-failed"
+        return None if act(queue, job_id) else refused
+
+    return perform
 
 
-def _cancel(queue: JobQueue, job_id: str, status: str) -> str | None:
-    """Cancel a job still in the list's ``status`` (pending: at once; active: requested,
-    it ends at its next heartbeat)."""
-    job = queue.get_job(job_id)
-    if job is None:
-        return "gone"
-    if job.status != status:
-        return "not-failed"
-    return None if queue.cancel(job_id) else "cancel-refused"
+#: Delete (never an active job: the store refuses); cancel (pending: at once; active:
+#: requested, it ends at its next heartbeat).
+_delete = _if_still(lambda queue, job_id: queue.delete(job_id), "delete-refused")
+_cancel = _if_still(lambda queue, job_id: queue.cancel(job_id), "cancel-refused")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from durabl import JobQueue
 
 NOWRAP, WIDE, CLIP = "durabl-nowrap", "durabl-wide", "durabl-clip"
+LOG_AT, LOG_TEXT = "durabl-log-at", "durabl-log-message"
 TITLES = {status: f"{status.capitalize()} jobs" for status in LISTED_STATUSES}
 # The ModelAdmin (model name) whose entry lists jobs of each status.
 SECTION_MODELS = {
@@ -203,19 +204,13 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
             Cell(format_time(job.created_at)),
             key,
         ]
-    if job.status == "active":
+    workers = []  # active: who runs it; finished: nothing
+    if job.status == "active" and "worker" in _JOB_FIELDS:
         worker = job_value(job, "worker")
         workers = [Cell(worker or empty, title=worker or "", css=CLIP)]
-        return [
-            Cell(job.type),
-            *(workers if "worker" in _JOB_FIELDS else []),
-            Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at)),
-            Cell(format_time(job.created_at)),
-            key,
-        ]
     return [
         Cell(job.type),
+        *workers,
         Cell(attempts_text(job), css=NOWRAP),
         Cell(format_time(job.updated_at)),
         Cell(format_time(job.created_at)),
@@ -395,35 +390,48 @@ def _attempt_of(history: tuple[Any, ...], at: datetime) -> int | None:
     return None
 
 
-def _timeline(job: Job[Any], empty: str) -> list[dict[str, str]]:
+def _table(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table of a job's page (``_detail_table.html``): rows of ``css`` and ``cells``."""
+    return {"columns": columns, "rows": rows}
+
+
+def _timeline(job: Job[Any], empty: str) -> dict[str, Any]:
     """The attempt history, oldest first: number, worker, start, duration, outcome, error."""
-    return [
+    rows = [
         {
-            "number": str(a.number),
-            "worker": a.worker or empty,
-            "started": format_time(a.started_at) or empty,
-            "ended": format_time(a.ended_at),
-            "duration": _duration(a.started_at, a.ended_at) or empty,
-            "outcome": str(a.outcome),
-            "error": a.error or "",
+            "css": f"durabl-attempt durabl-outcome-{a.outcome}",
+            "cells": [
+                Cell(str(a.number)),
+                Cell(a.worker or empty, css=LOG_TEXT),
+                Cell(
+                    format_time(a.started_at) or empty,
+                    title=f"ended {format_time(a.ended_at)} UTC",
+                    css=LOG_AT,
+                ),
+                Cell(_duration(a.started_at, a.ended_at) or empty, css=NOWRAP),
+                Cell(str(a.outcome)),
+                Cell(a.error or "", css=LOG_TEXT),
+            ],
         }
         for a in job_value(job, "attempt_history") or ()
     ]
+    columns = ["Attempt", "Worker", "Started (UTC)", "Took", "Outcome", "Error"]
+    return _table(columns, rows)
 
 
-def _steps(job: Job[Any], empty: str) -> list[dict[str, str]]:
+def _steps(job: Job[Any], empty: str) -> dict[str, Any]:
     """The orchestration's journaled steps and sleeps: name, the attempt that ran it, how
     long it took (from the previous entry of that attempt, or the attempt's start), and
     whether a later attempt was served it from the journal ("replayed")."""
     if not job.journal:
-        return []
+        return _table([], [])
     from durabl.orchestrator.journal import decode
 
     records, _ = decode(job.journal)
     history = job_value(job, "attempt_history") or ()
     starts = {int(a.number): a.started_at for a in history if a.started_at is not None}
     last_attempt = max([job.attempts, *starts], default=0)
-    steps = []
+    steps: list[dict[str, Any]] = []
     previous: dict[int, datetime] = {}
     for record in records:
         attempt = record.attempt
@@ -433,18 +441,17 @@ def _steps(job: Job[Any], empty: str) -> list[dict[str, str]]:
             if record.at is not None:
                 previous[attempt] = record.at
         replayed = attempt is not None and attempt < last_attempt
-        steps.append(
-            {
-                "seq": str(record.seq),
-                "name": record.name,
-                "kind": record.kind,
-                "attempt": str(attempt) if attempt is not None else empty,
-                "at": format_time(record.at) or empty,
-                "duration": _duration(start, record.at) or empty,
-                "replayed": f"replayed in attempt {last_attempt}" if replayed else "",
-            }
-        )
-    return steps
+        name = record.name if record.kind == "step" else f"{record.name} ({record.kind})"
+        cells = [
+            Cell(str(record.seq)),
+            Cell(name, css=LOG_TEXT),
+            Cell(str(attempt) if attempt is not None else empty),
+            Cell(format_time(record.at) or empty, css=LOG_AT),
+            Cell(_duration(start, record.at) or empty, css=NOWRAP),
+            Cell(f"replayed in attempt {last_attempt}" if replayed else ""),
+        ]
+        steps.append({"css": "durabl-step", "cells": cells})
+    return _table(["#", "Step", "Attempt", "Journaled (UTC)", "Took", "Replayed"], steps)
 
 
 def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
@@ -471,6 +478,22 @@ def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
                 text += " (expired: the reaper will recover it)"
             fields.append(("Lease expires", text))
     return fields
+
+
+def _job_actions(request: HttpRequest, job: Job[Any], section: str | None) -> list[dict[str, str]]:
+    """The buttons of a job's page: each action its status allows and the user may run."""
+    if section is None:
+        return []
+    offered = [
+        ("Retry", "retry", job.status == "failed", RETRY_PERMISSION, "button"),
+        ("Cancel", "cancel", job.status in ("pending", "active"), CANCEL_PERMISSION, "button"),
+        ("Delete", "delete", job.status != "active", DELETE_PERMISSION, "deletelink"),
+    ]
+    return [
+        {"label": label, "url": admin_url(f"{section}_{name}_one", job.id), "css": css}
+        for label, name, allowed, permission, css in offered
+        if allowed and has_perm(request, permission)
+    ]
 
 
 def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) -> HttpResponse:
@@ -510,31 +533,26 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "job": job,
         "fields": fields,
         "payload": format_payload(job.data),
-        "logs": [
-            (
-                format_time(entry.at, zone=True),
-                str(_attempt_of(history, entry.at) or empty),
-                entry.message,
-            )
-            for entry in job.logs
-        ],
+        "logs": _table(
+            ["At", "Attempt", "Message"],
+            [
+                {
+                    "cells": [
+                        Cell(format_time(entry.at, zone=True), css=LOG_AT),
+                        Cell(str(_attempt_of(history, entry.at) or empty)),
+                        Cell(entry.message, css=LOG_TEXT),
+                    ]
+                }
+                for entry in job.logs
+            ],
+        ),
         "timeline": _timeline(job, empty),
         "steps": _steps(job, empty),
         "has_result": has_result,
         "result": format_payload(job_value(job, "result")) if has_result else "",
         "section_title": TITLES[job.status] if section else "",
         "section_url": admin_url(f"{section}_changelist") if section else "",
-        "retry_url": admin_url("job_retry_one", job.id)
-        if failed and has_perm(request, RETRY_PERMISSION)
-        else "",
-        "cancel_url": admin_url(f"{section}_cancel_one", job.id)
-        if section is not None
-        and job.status in ("pending", "active")
-        and has_perm(request, CANCEL_PERMISSION)
-        else "",
-        "delete_url": admin_url(f"{section}_delete_one", job.id)
-        if section is not None and job.status != "active" and has_perm(request, DELETE_PERMISSION)
-        else "",
+        "job_actions": _job_actions(request, job, section),
     }
     return render(model_admin, request, "job_detail.html", context)
 
@@ -735,7 +753,8 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
         **base_context(model_admin, request, "Schedules"),
         "rows": rows,
         "supported": supported,
-        "columns": ["Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
+        "columns": ["Name", "Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
+        "table_css": "durabl-schedules",
     }
     return render(model_admin, request, "schedule_list.html", context)
 
@@ -761,7 +780,7 @@ def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespo
         concurrency = dict(worker.concurrency)
         rows.append(
             {
-                "gone": bool(worker.gone),
+                "css": "durabl-worker durabl-worker-gone" if worker.gone else "durabl-worker",
                 "cells": [
                     Cell(str(worker.host)),
                     Cell(str(worker.pid)),
@@ -786,5 +805,6 @@ def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespo
             "Last seen (UTC)",
             "State",
         ],
+        "table_css": "durabl-workers",
     }
     return render(model_admin, request, "worker_list.html", context)
