@@ -618,6 +618,7 @@ def _stats_row(
 CHART_BUCKETS = 12  # the last hour in 5-minute bars
 CHART_BUCKET = timedelta(minutes=5)
 CHART_MAX_TYPES = 20
+CHART_LAG_SCAN = 20  # jobs read per point of the lag line, the earliest due first
 CHART_WIDTH, CHART_HEIGHT = 240, 48
 REFRESH_CHOICES = (0, 10, 30, 60)  # seconds between reloads of the overview (0: off)
 
@@ -641,9 +642,79 @@ def _bars(counts: list[int], peak: int, offset: float, css: str) -> list[dict[st
     return bars
 
 
+def _wait_end(job: Job[Any]) -> datetime | None:
+    """When ``job`` stopped waiting since its ``run_at``: None while it is pending; for an
+    active job its claim (its ``updated_at``, or its first heartbeat if earlier); else the
+    start of the first recorded attempt from ``run_at`` on (``run_at`` itself, no wait,
+    when the record keeps no attempt history)."""
+    if job.status == "pending":
+        return None
+    if job.status == "active":
+        beat = job_value(job, "heartbeat_at")
+        return min(job.updated_at, beat) if isinstance(beat, datetime) else job.updated_at
+    due = job.run_at - timedelta(milliseconds=1)  # stores keep milliseconds
+    starts = [
+        a.started_at
+        for a in job_value(job, "attempt_history") or ()
+        if a.started_at is not None and a.started_at >= due
+    ]
+    return min(starts, default=job.run_at)
+
+
+def _lag_series(queue: JobQueue, job_type: str, instants: list[datetime]) -> list[float]:
+    """At each of ``instants``, how long the oldest due job of ``job_type`` then waiting had
+    waited since its ``run_at`` (0 when none was): from the oldest pending jobs (one query)
+    and, per instant, the due-first jobs created before it and changed after it (one query
+    each, ``CHART_LAG_SCAN`` jobs at most): a job that was waiting then is among them."""
+    pending = queue.list_jobs(status="pending", type=job_type, order="run_at", limit=CHART_LAG_SCAN)
+    lags = []
+    for instant in instants:
+        since = [j.run_at for j in pending if j.created_at < instant and j.run_at <= instant]
+        changed = queue.list_jobs(
+            type=job_type,
+            created_before=instant,
+            updated_after=instant,
+            order="run_at",
+            limit=CHART_LAG_SCAN,
+        )
+        for job in changed:
+            if job.run_at > instant:
+                break  # due first: no later one was due yet
+            until = _wait_end(job)
+            if until is None or until > instant:
+                since.append(job.run_at)
+                break
+        lags.append((instant - min(since)).total_seconds() if since else 0.0)
+    return lags
+
+
+def _lag_line(lags: list[float]) -> dict[str, Any]:
+    """The lag as a line over the bars, on its own scale: each point at its bucket's end."""
+    peak = max(lags, default=0.0)
+    slot = CHART_WIDTH / len(lags)
+    points = []
+    for n, lag in enumerate(lags):
+        y = CHART_HEIGHT - (CHART_HEIGHT - 2) * lag / peak if peak else CHART_HEIGHT
+        minutes_ago = (len(lags) - 1 - n) * 5
+        points.append(
+            {
+                "x": round((n + 1) * slot, 1),
+                "y": round(y, 1),
+                "lag": humanize_seconds(lag) if lag else "none",
+                "when": f"{minutes_ago} min ago" if minutes_ago else "now",
+            }
+        )
+    return {
+        "peak": humanize_seconds(peak) if peak else "",
+        "points": points,
+        "polyline": " ".join(f"{point['x']},{point['y']}" for point in points),
+    }
+
+
 def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
     """Per type, completions and failures in each 5-minute bucket of the last hour, as
-    bars of a server-rendered SVG chart (counted by the store: two counts a bucket)."""
+    bars of a server-rendered SVG chart (counted by the store: two counts a bucket), and
+    the oldest pending lag at each bucket's end as a line (:func:`_lag_series`)."""
     now = timezone.now()
     edges = [now - CHART_BUCKET * (CHART_BUCKETS - n) for n in range(CHART_BUCKETS + 1)]
     charts = []
@@ -667,6 +738,7 @@ def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
                 "failed": sum(failed),
                 "bars": _bars(done, peak, 0, "durabl-bar-completed")
                 + _bars(failed, peak, half, "durabl-bar-failed"),
+                "lag": _lag_line(_lag_series(queue, job_type, edges[1:])),
             }
         )
     return charts
