@@ -332,6 +332,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         actions.append(("delete_selected", f"Delete selected {status} jobs"))
     if status in ("pending", "active") and has_perm(request, CANCEL_PERMISSION):
         actions.append(("cancel_selected", f"Cancel selected {status} jobs"))
+    if status == "pending" and has_perm(request, RETRY_PERMISSION):
+        actions.append(("run_now_selected", "Run selected delayed jobs now"))
     retry_all_url = ""
     if can_retry and paginator.count:
         query = {**filters.params(with_page=False), "select_across": "1"}
@@ -484,8 +486,10 @@ def _job_actions(request: HttpRequest, job: Job[Any], section: str | None) -> li
     """The buttons of a job's page: each action its status allows and the user may run."""
     if section is None:
         return []
+    delayed = job.status == "pending" and job.run_at > timezone.now()
     offered = [
         ("Retry", "retry", job.status == "failed", RETRY_PERMISSION, "button"),
+        ("Run now", "run_now", delayed, RETRY_PERMISSION, "button"),
         ("Cancel", "cancel", job.status in ("pending", "active"), CANCEL_PERMISSION, "button"),
         ("Delete", "delete", job.status != "active", DELETE_PERMISSION, "deletelink"),
     ]
