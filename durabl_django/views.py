@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 NOWRAP, WIDE, CLIP = "durabl-nowrap", "durabl-wide", "durabl-clip"
 LOG_AT, LOG_TEXT = "durabl-log-at", "durabl-log-message"
+TIME = "durabl-time"  # a list's timestamp: it wraps between the date and the time only
 TITLES = {status: f"{status.capitalize()} jobs" for status in LISTED_STATUSES}
 # The ModelAdmin (model name) whose entry lists jobs of each status.
 SECTION_MODELS = {
@@ -191,7 +192,7 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
             Cell(kind_label(job.failure_kind) or empty),
             Cell(first_line(reason, 100) or empty, title=first_line(reason, 1000), css=WIDE),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at)),
+            Cell(format_time(job.updated_at), css=TIME),
             key,
         ]
     if job.status == "pending":
@@ -199,9 +200,9 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
         return [
             Cell(job.type),
             Cell(str(job.priority)),
-            Cell(format_time(job.run_at) + ("" if due else " (scheduled)")),
+            Cell(format_time(job.run_at) + ("" if due else " (scheduled)"), css=TIME),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.created_at)),
+            Cell(format_time(job.created_at), css=TIME),
             key,
         ]
     workers = []  # active: who runs it; finished: nothing
@@ -212,8 +213,8 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
         Cell(job.type),
         *workers,
         Cell(attempts_text(job), css=NOWRAP),
-        Cell(format_time(job.updated_at)),
-        Cell(format_time(job.created_at)),
+        Cell(format_time(job.updated_at), css=TIME),
+        Cell(format_time(job.created_at), css=TIME),
         key,
     ]
 
@@ -557,6 +558,10 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "section_title": TITLES[job.status] if section else "",
         "section_url": admin_url(f"{section}_changelist") if section else "",
         "job_actions": _job_actions(request, job, section),
+        # A job that ran again after a failure keeps that failure's reason: say so.
+        "reason_heading": "Failure reason"
+        if job.status in ("failed", "superseded", "cancelled")
+        else "An earlier attempt's failure",
     }
     return render(model_admin, request, "job_detail.html", context)
 
