@@ -1,5 +1,5 @@
-"""The durabl admin: failed jobs (retry, delete), pending and active jobs, and a queue
-overview, under "Durabl" on the default admin site.
+"""The durabl admin: a list per job status with its actions, a job's page, the queue
+overview, schedules and workers, under "Durabl" on the default admin site.
 
 Jobs are not ORM rows. The placeholder models in :mod:`durabl_django.models` give each
 page an app-index entry and Django's permission machinery; the ModelAdmins below replace
@@ -7,15 +7,19 @@ the usual add/change/delete views with the pages in :mod:`durabl_django.views` a
 :mod:`durabl_django.admin_actions`, each wrapped in ``admin_site.admin_view`` (staff
 login, CSRF protection, no caching).
 
-URLs (under the admin's root):
+URLs (under the admin's root), ``<list>`` being ``job`` (failed), ``pendingjob``,
+``activejob``, ``completedjob``, ``supersededjob`` or ``cancelledjob``:
 
-- ``durabl_django/job/``: failed jobs (``?type=&kind=&q=&p=``), its action form posts here
-- ``durabl_django/job/<id>/``: a job's detail page (any status)
-- ``durabl_django/job/retry/``, ``durabl_django/job/delete/``: confirm, then act on the
-  selected ids (``_selected_action``) or on every match (``select_across=1``)
-- ``durabl_django/job/<id>/retry/``, ``durabl_django/job/<id>/delete/``: one job
-- ``durabl_django/pendingjob/``, ``durabl_django/activejob/``: read-only lists
-- ``durabl_django/queueoverview/``: per-type counts and lag
+- ``durabl_django/<list>/``: the list (``?type=&kind=&q=&d=&o=&p=``); its action form
+  posts here; ``job/?status=...`` sends on to that status's list
+- ``durabl_django/<list>/<id>/``: a job's page
+- ``durabl_django/<list>/<action>/``: confirm, then act on the selected ids
+  (``_selected_action``) or on every match (``select_across=1``), for each action
+  :data:`durabl_django.admin_actions.ACTION_STATUSES` offers on that list (``retry``,
+  ``cancel``, ``delete``, ``run_now``)
+- ``durabl_django/<list>/<id>/<action>/``: the same for one job
+- ``durabl_django/queueoverview/``, ``jobschedule/``, ``workerprocess/``: the overview
+  (per-type counts, lag, the last hour's chart), the schedules and the workers
 """
 
 from __future__ import annotations
