@@ -1,5 +1,5 @@
-"""The durabl admin: failed jobs (retry, delete), pending and active jobs, and a queue
-overview, under "Durabl" on the default admin site.
+"""The durabl admin: a list per job status with its actions, a job's page, the queue
+overview, schedules and workers, under "Durabl" on the default admin site.
 
 Jobs are not ORM rows. The placeholder models in :mod:`durabl_django.models` give each
 page an app-index entry and Django's permission machinery; the ModelAdmins below replace
@@ -7,21 +7,25 @@ the usual add/change/delete views with the pages in :mod:`durabl_django.views` a
 :mod:`durabl_django.admin_actions`, each wrapped in ``admin_site.admin_view`` (staff
 login, CSRF protection, no caching).
 
-URLs (under the admin's root):
+URLs (under the admin's root), ``<list>`` being ``job`` (failed), ``pendingjob``,
+``activejob``, ``completedjob``, ``supersededjob`` or ``cancelledjob``:
 
-- ``durabl_django/job/``: failed jobs (``?type=&kind=&q=&p=``), its action form posts here
-- ``durabl_django/job/<id>/``: a job's detail page (any status)
-- ``durabl_django/job/retry/``, ``durabl_django/job/delete/``: confirm, then act on the
-  selected ids (``_selected_action``) or on every match (``select_across=1``)
-- ``durabl_django/job/<id>/retry/``, ``durabl_django/job/<id>/delete/``: one job
-- ``durabl_django/pendingjob/``, ``durabl_django/activejob/``: read-only lists
-- ``durabl_django/queueoverview/``: per-type counts and lag
+- ``durabl_django/<list>/``: the list (``?type=&kind=&q=&d=&o=&p=``); its action form
+  posts here; ``job/?status=...`` sends on to that status's list
+- ``durabl_django/<list>/<id>/``: a job's page
+- ``durabl_django/<list>/<action>/``: confirm, then act on the selected ids
+  (``_selected_action``) or on every match (``select_across=1``), for each action
+  :data:`durabl_django.admin_actions.ACTION_STATUSES` offers on that list (``retry``,
+  ``cancel``, ``delete``, ``run_now``)
+- ``durabl_django/<list>/<id>/<action>/``: the same for one job
+- ``durabl_django/queueoverview/``, ``jobschedule/``, ``workerprocess/``: the overview
+  (per-type counts, lag, the last hour's chart), the schedules and the workers
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
 from django.db.models import Model
@@ -95,48 +99,6 @@ class DurablAdmin(_ModelAdmin):
         ]
 
 
-@admin.register(Job)
-class FailedJobAdmin(DurablAdmin):
-    """Failed jobs: the placeholder's changelist, with retry and delete."""
-
-    status = "failed"
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return has_perm(request, VIEW_PERMISSION) and has_perm(request, DELETE_PERMISSION)
-
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path("", self.wrap(failed_changelist), name=self.name("changelist")),
-            path(
-                "retry/",
-                self.wrap(admin_actions.bulk_action, "retry"),
-                name=self.name("retry"),
-            ),
-            path(
-                "delete/",
-                self.wrap(admin_actions.bulk_action, "delete"),
-                name=self.name("delete"),
-            ),
-            path(
-                "<str:job_id>/retry/",
-                self.wrap(admin_actions.single_action, "retry"),
-                name=self.name("retry_one"),
-            ),
-            path(
-                "<str:job_id>/delete/",
-                self.wrap(admin_actions.single_action, "delete"),
-                name=self.name("delete_one"),
-            ),
-            *self.detail_urls(),
-        ]
-
-
-def failed_changelist(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        return admin_actions.changelist_action(model_admin, request)
-    return views.status_redirect(request) or views.job_list(model_admin, request, "failed")
-
-
 class StatusJobAdmin(DurablAdmin):
     """The list of one status (``status``) and the pages of its jobs, with the actions
     :data:`durabl_django.admin_actions.ACTION_STATUSES` offers on it (one job, selected,
@@ -173,49 +135,42 @@ class StatusJobAdmin(DurablAdmin):
 def status_changelist(model_admin: StatusJobAdmin, request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return admin_actions.changelist_action(model_admin, request)
-    return views.job_list(model_admin, request, model_admin.status)
+    # The placeholder's list (failed) is where ``job/?status=...`` lands: sent on.
+    redirect = views.status_redirect(request) if model_admin.status == "failed" else None
+    return redirect or views.job_list(model_admin, request, model_admin.status)
 
 
-@admin.register(PendingJob)
-class PendingJobAdmin(StatusJobAdmin):
-    status = "pending"
+#: The placeholder model whose entry lists each status (the failed list is ``Job``'s own).
+STATUS_MODELS: dict[str, type[Model]] = {
+    "failed": Job,
+    "pending": PendingJob,
+    "active": ActiveJob,
+    "completed": CompletedJob,
+    "superseded": SupersededJob,
+    "cancelled": CancelledJob,
+}
 
 
-@admin.register(ActiveJob)
-class ActiveJobAdmin(StatusJobAdmin):
-    status = "active"
+class PageAdmin(DurablAdmin):
+    """A page of its own (``page(model_admin, request)``) as the entry's changelist."""
 
+    page: ClassVar[View]
 
-@admin.register(CompletedJob)
-class CompletedJobAdmin(StatusJobAdmin):
-    status = "completed"
-
-
-@admin.register(SupersededJob)
-class SupersededJobAdmin(StatusJobAdmin):
-    status = "superseded"
-
-
-if "cancelled" in LISTED_STATUSES:
-
-    @admin.register(CancelledJob)
-    class CancelledJobAdmin(StatusJobAdmin):
-        status = "cancelled"
-
-
-@admin.register(JobSchedule)
-class ScheduleAdmin(DurablAdmin):
     def get_urls(self) -> list[URLPattern]:
-        return [path("", self.wrap(views.schedule_list), name=self.name("changelist"))]
+        return [path("", self.wrap(type(self).page), name=self.name("changelist"))]
 
 
-@admin.register(WorkerProcess)
-class WorkerAdmin(DurablAdmin):
-    def get_urls(self) -> list[URLPattern]:
-        return [path("", self.wrap(views.worker_list), name=self.name("changelist"))]
+def _register() -> None:
+    """One ModelAdmin per listed status, and the entries that are a page of their own."""
+    for status in LISTED_STATUSES:
+        admin_class = type(f"{status.capitalize()}JobAdmin", (StatusJobAdmin,), {"status": status})
+        admin.site.register(STATUS_MODELS[status], admin_class)
+    for model, page in (
+        (JobSchedule, views.schedule_list),
+        (WorkerProcess, views.worker_list),
+        (QueueOverview, views.queue_overview),
+    ):
+        admin.site.register(model, type(f"{model.__name__}Admin", (PageAdmin,), {"page": page}))
 
 
-@admin.register(QueueOverview)
-class QueueOverviewAdmin(DurablAdmin):
-    def get_urls(self) -> list[URLPattern]:
-        return [path("", self.wrap(views.queue_overview), name=self.name("changelist"))]
+_register()

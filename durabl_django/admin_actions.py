@@ -1,14 +1,16 @@
-"""Retry and delete for failed jobs, from the admin.
+"""The admin's actions: retry (failed jobs), cancel (pending or active), delete (any but
+active) and run now (delayed pending jobs).
 
 Every action is two steps: a confirmation page (a GET, or the changelist's action form,
 which changes nothing) and a CSRF-protected POST carrying ``post=yes`` that acts, records
 one admin log entry for the action (not one per job), and redirects with a message saying
 what happened.
 
-A selection is either explicit job ids (``_selected_action``) or every failed job that
-matches the list's filters (``select_across=1``); the latter is one store operation when
-the POST arrives (``queue.retry_matching`` / ``queue.delete_matching``), so it covers every
-page, not just the one on screen, and does not call the store once per job.
+A selection is either explicit job ids (``_selected_action``) or every job of the list
+that matches its filters (``select_across=1``); the latter is one store operation when the
+POST arrives (``queue.retry_matching``, ``delete_matching``, ``cancel_matching``,
+``run_now_matching``), so it covers every page, not just the one on screen, and does not
+call the store once per job.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils import timezone
 
 from durabl import Job as DurablJob
 from durabl import JobQueue
@@ -83,6 +86,12 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "they are running or no longer exist",
         "running or gone",
     ),
+    "already-due": ("it is already due", "they are already due", "already due"),
+    "run-now-refused": (
+        "it is no longer pending",
+        "they are no longer pending",
+        "no longer pending",
+    ),
 }
 
 
@@ -99,25 +108,38 @@ def _retry(queue: JobQueue, job_id: str, status: str) -> str | None:
     return "retry-refused"
 
 
-def _delete(queue: JobQueue, job_id: str, status: str) -> str | None:
-    """Delete a job still in the list's ``status`` (never an active one: the store refuses)."""
-    job = queue.get_job(job_id)
-    if job is None:
-        return "gone"
-    if job.status != status:
-        return "not-failed"
-    return None if queue.delete(job_id) else "delete-refused"
+def _if_still(
+    act: Callable[[JobQueue, str], bool],
+    refused: str,
+    skip: Callable[[DurablJob[Any]], str | None] = lambda job: None,
+) -> Callable[[JobQueue, str, str], str | None]:
+    """An action's ``perform`` that acts only on a job still in the list's status (and
+    that ``skip`` lets through): None when ``act`` did it, else why not (a REASONS key;
+    ``refused`` when the store said no)."""
+
+    def perform(queue: JobQueue, job_id: str, status: str) -> str | None:
+        job = queue.get_job(job_id)
+        if job is None:
+            return "gone"
+        if job.status != status:
+            return "not-failed"
+        reason = skip(job)
+        if reason is not None:
+            return reason
+        return None if act(queue, job_id) else refused
+
+    return perform
 
 
-def _cancel(queue: JobQueue, job_id: str, status: str) -> str | None:
-    """Cancel a job still in the list's ``status`` (pending: at once; active: requested,
-    it ends at its next heartbeat)."""
-    job = queue.get_job(job_id)
-    if job is None:
-        return "gone"
-    if job.status != status:
-        return "not-failed"
-    return None if queue.cancel(job_id) else "cancel-refused"
+def _due(job: DurablJob[Any]) -> str | None:
+    return "already-due" if job.run_at <= timezone.now() else None
+
+
+#: Delete (never an active job: the store refuses); cancel (pending: at once; active:
+#: requested, it ends at its next heartbeat); run now (a delayed pending job: due now).
+_delete = _if_still(lambda queue, job_id: queue.delete(job_id), "delete-refused")
+_cancel = _if_still(lambda queue, job_id: queue.cancel(job_id), "cancel-refused")
+_run_now = _if_still(lambda queue, job_id: queue.run_now(job_id), "run-now-refused", _due)
 
 
 @dataclass(frozen=True)
@@ -130,20 +152,23 @@ class Action:
 
     @property
     def verb(self) -> str:
-        return self.name
+        return self.name.replace("_", " ")
 
 
 ACTIONS = {
     "retry": Action("retry", RETRY_PERMISSION, "retried", _retry),
     "delete": Action("delete", DELETE_PERMISSION, "deleted", _delete),
     "cancel": Action("cancel", CANCEL_PERMISSION, "cancelled", _cancel),
+    # Making a job run sooner is a retry's permission: no permission of its own.
+    "run_now": Action("run_now", RETRY_PERMISSION, "set to run now", _run_now),
 }
-LIST_ACTIONS = {"retry_selected": "retry", "delete_selected": "delete", "cancel_selected": "cancel"}
+LIST_ACTIONS = {f"{name}_selected": name for name in ACTIONS}
 #: The lists each action is offered on.
 ACTION_STATUSES = {
     "retry": ("failed",),
     "cancel": ("pending", "active"),
     "delete": tuple(s for s in LISTED_STATUSES if s != "active"),
+    "run_now": ("pending",),
 }
 
 
@@ -211,6 +236,7 @@ def summary(
             extra = {
                 "retry": ": it is pending again",
                 "cancel": " (a running job stops at its next heartbeat)",
+                "run_now": ": it is due",
             }.get(action.name, "")
             return messages.SUCCESS, f"Job {single_id} {action.past}{extra}."
         reason = next(iter(outcome.skipped))
@@ -276,26 +302,27 @@ def _log(
 
 
 def _act_on_matches(queue: JobQueue, action: Action, filters: JobFilters) -> Outcome:
-    """Every job matching ``filters`` (failed ones, for a retry), in one store operation."""
+    """Every job matching ``filters`` (of the list's status), in one store operation;
+    those the store left are counted as skipped (a live dedupe key, already due)."""
     selected = {k: v for k, v in filters.queue_filters().items() if v is not None}
-    if action.name == "cancel":  # no bulk cancel in the store (yet): one by one
-        outcome = Outcome()
-        for job_id in JobListing(queue, filters).ids():
-            reason = _cancel(queue, job_id, filters.status)
-            if reason is None:
-                outcome.done.append(job_id)
-            else:
-                outcome.skipped[reason] += 1
-        return outcome
+    if action.name == "cancel":
+        return Outcome(matched=queue.cancel_matching(**selected))
+    if action.name == "delete":
+        return Outcome(matched=queue.delete_matching(**selected))
     if action.name == "retry":
-        selected.pop("status", None)
-        done = queue.retry_matching(**selected)
-        outcome = Outcome(matched=done)
-        left = queue.count_jobs(**filters.queue_filters())  # their dedupe keys are live
-        if left:
-            outcome.skipped["key-live"] = left
-        return outcome
-    return Outcome(matched=queue.delete_matching(**selected))
+        selected.pop("status", None)  # retry_matching takes failed jobs only
+        outcome = Outcome(matched=queue.retry_matching(**selected))
+        left = "key-live"  # still failed: their dedupe keys are live
+    else:
+        outcome = Outcome(matched=queue.run_now_matching(**selected))
+        left = "already-due"  # pending all along: they were due already
+    # The store answers how many it acted on; whatever still matches was left.
+    remaining = queue.count_jobs(**filters.queue_filters())
+    if action.name == "run_now":
+        remaining -= outcome.done_count
+    if remaining > 0:
+        outcome.skipped[left] = remaining
+    return outcome
 
 
 def run(request: HttpRequest, action: Action, selection: Selection) -> Outcome:
@@ -421,7 +448,7 @@ def single_action(
     detail_url = admin_url(f"{selection.section}_detail", job_id)
     if request.method == "POST" and request.POST.get("post") == "yes":
         to: str | Callable[[], str] = admin_url(f"{selection.section}_changelist")
-        if name == "retry":  # the job's page, under the list it is in now
+        if name in ("retry", "run_now"):  # the job's page, under the list it is in now
             to = lambda: current_detail_url(job_id)  # noqa: E731
         return _finish(request, action, selection, to, single=job_id)
     job = get_job_queue().get_job(job_id)

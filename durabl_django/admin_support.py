@@ -83,7 +83,8 @@ def require(request: HttpRequest, *perms: str) -> None:
 
 @dataclass(frozen=True)
 class JobFilters:
-    """What a job list shows: a status plus the filters a user picked."""
+    """What a job list shows: a status plus the filters a user picked, read from the
+    list's query string by :meth:`from_query` and written back by :meth:`params`."""
 
     status: str
     type: str | None = None
@@ -122,7 +123,15 @@ class JobFilters:
         since = text(DATE_VAR)
         if since not in DATE_RANGES:
             since = None
-        return cls(status, text(TYPE_VAR), failure_kind, text(SEARCH_VAR), page, order, since)
+        return cls(
+            status,
+            page=page,
+            order=order,
+            type=text(TYPE_VAR),
+            failure_kind=failure_kind,
+            search=text(SEARCH_VAR),
+            since=since,
+        )
 
     @property
     def date_field(self) -> str:

@@ -5,8 +5,9 @@ models exist so that the admin has something to hang its pages on (an app-index 
 page) and so that Django creates the permissions the pages check:
 
 - ``durabl_django.view_job``: browse jobs and the queue overview (staff only);
-- ``durabl_django.retry_job``: retry failed jobs;
-- ``durabl_django.delete_job``: delete failed jobs.
+- ``durabl_django.retry_job``: retry failed jobs, and run delayed pending jobs now;
+- ``durabl_django.cancel_job``: cancel pending or active jobs;
+- ``durabl_django.delete_job``: delete jobs that are not running.
 
 The admin never queries these models.
 """

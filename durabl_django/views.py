@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from durabl import JobQueue
 
 NOWRAP, WIDE, CLIP = "durabl-nowrap", "durabl-wide", "durabl-clip"
+LOG_AT, LOG_TEXT = "durabl-log-at", "durabl-log-message"
+TIME = "durabl-time"  # a list's timestamp: it wraps between the date and the time only
 TITLES = {status: f"{status.capitalize()} jobs" for status in LISTED_STATUSES}
 # The ModelAdmin (model name) whose entry lists jobs of each status.
 SECTION_MODELS = {
@@ -190,7 +192,7 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
             Cell(kind_label(job.failure_kind) or empty),
             Cell(first_line(reason, 100) or empty, title=first_line(reason, 1000), css=WIDE),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at)),
+            Cell(format_time(job.updated_at), css=TIME),
             key,
         ]
     if job.status == "pending":
@@ -198,27 +200,21 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
         return [
             Cell(job.type),
             Cell(str(job.priority)),
-            Cell(format_time(job.run_at) + ("" if due else " (scheduled)")),
+            Cell(format_time(job.run_at) + ("" if due else " (scheduled)"), css=TIME),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.created_at)),
+            Cell(format_time(job.created_at), css=TIME),
             key,
         ]
-    if job.status == "active":
+    workers = []  # active: who runs it; finished: nothing
+    if job.status == "active" and "worker" in _JOB_FIELDS:
         worker = job_value(job, "worker")
         workers = [Cell(worker or empty, title=worker or "", css=CLIP)]
-        return [
-            Cell(job.type),
-            *(workers if "worker" in _JOB_FIELDS else []),
-            Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at)),
-            Cell(format_time(job.created_at)),
-            key,
-        ]
     return [
         Cell(job.type),
+        *workers,
         Cell(attempts_text(job), css=NOWRAP),
-        Cell(format_time(job.updated_at)),
-        Cell(format_time(job.created_at)),
+        Cell(format_time(job.updated_at), css=TIME),
+        Cell(format_time(job.created_at), css=TIME),
         key,
     ]
 
@@ -337,6 +333,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         actions.append(("delete_selected", f"Delete selected {status} jobs"))
     if status in ("pending", "active") and has_perm(request, CANCEL_PERMISSION):
         actions.append(("cancel_selected", f"Cancel selected {status} jobs"))
+    if status == "pending" and has_perm(request, RETRY_PERMISSION):
+        actions.append(("run_now_selected", "Run selected delayed jobs now"))
     retry_all_url = ""
     if can_retry and paginator.count:
         query = {**filters.params(with_page=False), "select_across": "1"}
@@ -395,35 +393,48 @@ def _attempt_of(history: tuple[Any, ...], at: datetime) -> int | None:
     return None
 
 
-def _timeline(job: Job[Any], empty: str) -> list[dict[str, str]]:
+def _table(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table of a job's page (``_detail_table.html``): rows of ``css`` and ``cells``."""
+    return {"columns": columns, "rows": rows}
+
+
+def _timeline(job: Job[Any], empty: str) -> dict[str, Any]:
     """The attempt history, oldest first: number, worker, start, duration, outcome, error."""
-    return [
+    rows = [
         {
-            "number": str(a.number),
-            "worker": a.worker or empty,
-            "started": format_time(a.started_at) or empty,
-            "ended": format_time(a.ended_at),
-            "duration": _duration(a.started_at, a.ended_at) or empty,
-            "outcome": str(a.outcome),
-            "error": a.error or "",
+            "css": f"durabl-attempt durabl-outcome-{a.outcome}",
+            "cells": [
+                Cell(str(a.number)),
+                Cell(a.worker or empty, css=LOG_TEXT),
+                Cell(
+                    format_time(a.started_at) or empty,
+                    title=f"ended {format_time(a.ended_at)} UTC",
+                    css=LOG_AT,
+                ),
+                Cell(_duration(a.started_at, a.ended_at) or empty, css=NOWRAP),
+                Cell(str(a.outcome)),
+                Cell(a.error or "", css=LOG_TEXT),
+            ],
         }
         for a in job_value(job, "attempt_history") or ()
     ]
+    columns = ["Attempt", "Worker", "Started (UTC)", "Took", "Outcome", "Error"]
+    return _table(columns, rows)
 
 
-def _steps(job: Job[Any], empty: str) -> list[dict[str, str]]:
+def _steps(job: Job[Any], empty: str) -> dict[str, Any]:
     """The orchestration's journaled steps and sleeps: name, the attempt that ran it, how
     long it took (from the previous entry of that attempt, or the attempt's start), and
     whether a later attempt was served it from the journal ("replayed")."""
     if not job.journal:
-        return []
+        return _table([], [])
     from durabl.orchestrator.journal import decode
 
     records, _ = decode(job.journal)
     history = job_value(job, "attempt_history") or ()
     starts = {int(a.number): a.started_at for a in history if a.started_at is not None}
     last_attempt = max([job.attempts, *starts], default=0)
-    steps = []
+    steps: list[dict[str, Any]] = []
     previous: dict[int, datetime] = {}
     for record in records:
         attempt = record.attempt
@@ -433,18 +444,17 @@ def _steps(job: Job[Any], empty: str) -> list[dict[str, str]]:
             if record.at is not None:
                 previous[attempt] = record.at
         replayed = attempt is not None and attempt < last_attempt
-        steps.append(
-            {
-                "seq": str(record.seq),
-                "name": record.name,
-                "kind": record.kind,
-                "attempt": str(attempt) if attempt is not None else empty,
-                "at": format_time(record.at) or empty,
-                "duration": _duration(start, record.at) or empty,
-                "replayed": f"replayed in attempt {last_attempt}" if replayed else "",
-            }
-        )
-    return steps
+        name = record.name if record.kind == "step" else f"{record.name} ({record.kind})"
+        cells = [
+            Cell(str(record.seq)),
+            Cell(name, css=LOG_TEXT),
+            Cell(str(attempt) if attempt is not None else empty),
+            Cell(format_time(record.at) or empty, css=LOG_AT),
+            Cell(_duration(start, record.at) or empty, css=NOWRAP),
+            Cell(f"replayed in attempt {last_attempt}" if replayed else ""),
+        ]
+        steps.append({"css": "durabl-step", "cells": cells})
+    return _table(["#", "Step", "Attempt", "Journaled (UTC)", "Took", "Replayed"], steps)
 
 
 def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
@@ -471,6 +481,24 @@ def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
                 text += " (expired: the reaper will recover it)"
             fields.append(("Lease expires", text))
     return fields
+
+
+def _job_actions(request: HttpRequest, job: Job[Any], section: str | None) -> list[dict[str, str]]:
+    """The buttons of a job's page: each action its status allows and the user may run."""
+    if section is None:
+        return []
+    delayed = job.status == "pending" and job.run_at > timezone.now()
+    offered = [
+        ("Retry", "retry", job.status == "failed", RETRY_PERMISSION, "button"),
+        ("Run now", "run_now", delayed, RETRY_PERMISSION, "button"),
+        ("Cancel", "cancel", job.status in ("pending", "active"), CANCEL_PERMISSION, "button"),
+        ("Delete", "delete", job.status != "active", DELETE_PERMISSION, "deletelink"),
+    ]
+    return [
+        {"label": label, "url": admin_url(f"{section}_{name}_one", job.id), "css": css}
+        for label, name, allowed, permission, css in offered
+        if allowed and has_perm(request, permission)
+    ]
 
 
 def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) -> HttpResponse:
@@ -510,31 +538,30 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "job": job,
         "fields": fields,
         "payload": format_payload(job.data),
-        "logs": [
-            (
-                format_time(entry.at, zone=True),
-                str(_attempt_of(history, entry.at) or empty),
-                entry.message,
-            )
-            for entry in job.logs
-        ],
+        "logs": _table(
+            ["At", "Attempt", "Message"],
+            [
+                {
+                    "cells": [
+                        Cell(format_time(entry.at, zone=True), css=LOG_AT),
+                        Cell(str(_attempt_of(history, entry.at) or empty)),
+                        Cell(entry.message, css=LOG_TEXT),
+                    ]
+                }
+                for entry in job.logs
+            ],
+        ),
         "timeline": _timeline(job, empty),
         "steps": _steps(job, empty),
         "has_result": has_result,
         "result": format_payload(job_value(job, "result")) if has_result else "",
         "section_title": TITLES[job.status] if section else "",
         "section_url": admin_url(f"{section}_changelist") if section else "",
-        "retry_url": admin_url("job_retry_one", job.id)
-        if failed and has_perm(request, RETRY_PERMISSION)
-        else "",
-        "cancel_url": admin_url(f"{section}_cancel_one", job.id)
-        if section is not None
-        and job.status in ("pending", "active")
-        and has_perm(request, CANCEL_PERMISSION)
-        else "",
-        "delete_url": admin_url(f"{section}_delete_one", job.id)
-        if section is not None and job.status != "active" and has_perm(request, DELETE_PERMISSION)
-        else "",
+        "job_actions": _job_actions(request, job, section),
+        # A job that ran again after a failure keeps that failure's reason: say so.
+        "reason_heading": "Failure reason"
+        if job.status in ("failed", "superseded", "cancelled")
+        else "An earlier attempt's failure",
     }
     return render(model_admin, request, "job_detail.html", context)
 
@@ -600,6 +627,7 @@ def _stats_row(
 CHART_BUCKETS = 12  # the last hour in 5-minute bars
 CHART_BUCKET = timedelta(minutes=5)
 CHART_MAX_TYPES = 20
+CHART_LAG_SCAN = 20  # jobs read per point of the lag line, the earliest due first
 CHART_WIDTH, CHART_HEIGHT = 240, 48
 REFRESH_CHOICES = (0, 10, 30, 60)  # seconds between reloads of the overview (0: off)
 
@@ -623,9 +651,79 @@ def _bars(counts: list[int], peak: int, offset: float, css: str) -> list[dict[st
     return bars
 
 
+def _wait_end(job: Job[Any]) -> datetime | None:
+    """When ``job`` stopped waiting since its ``run_at``: None while it is pending; for an
+    active job its claim (its ``updated_at``, or its first heartbeat if earlier); else the
+    start of the first recorded attempt from ``run_at`` on (``run_at`` itself, no wait,
+    when the record keeps no attempt history)."""
+    if job.status == "pending":
+        return None
+    if job.status == "active":
+        beat = job_value(job, "heartbeat_at")
+        return min(job.updated_at, beat) if isinstance(beat, datetime) else job.updated_at
+    due = job.run_at - timedelta(milliseconds=1)  # stores keep milliseconds
+    starts = [
+        a.started_at
+        for a in job_value(job, "attempt_history") or ()
+        if a.started_at is not None and a.started_at >= due
+    ]
+    return min(starts, default=job.run_at)
+
+
+def _lag_series(queue: JobQueue, job_type: str, instants: list[datetime]) -> list[float]:
+    """At each of ``instants``, how long the oldest due job of ``job_type`` then waiting had
+    waited since its ``run_at`` (0 when none was): from the oldest pending jobs (one query)
+    and, per instant, the due-first jobs created before it and changed after it (one query
+    each, ``CHART_LAG_SCAN`` jobs at most): a job that was waiting then is among them."""
+    pending = queue.list_jobs(status="pending", type=job_type, order="run_at", limit=CHART_LAG_SCAN)
+    lags = []
+    for instant in instants:
+        since = [j.run_at for j in pending if j.created_at < instant and j.run_at <= instant]
+        changed = queue.list_jobs(
+            type=job_type,
+            created_before=instant,
+            updated_after=instant,
+            order="run_at",
+            limit=CHART_LAG_SCAN,
+        )
+        for job in changed:
+            if job.run_at > instant:
+                break  # due first: no later one was due yet
+            until = _wait_end(job)
+            if until is None or until > instant:
+                since.append(job.run_at)
+                break
+        lags.append((instant - min(since)).total_seconds() if since else 0.0)
+    return lags
+
+
+def _lag_line(lags: list[float]) -> dict[str, Any]:
+    """The lag as a line over the bars, on its own scale: each point at its bucket's end."""
+    peak = max(lags, default=0.0)
+    slot = CHART_WIDTH / len(lags)
+    points = []
+    for n, lag in enumerate(lags):
+        y = CHART_HEIGHT - (CHART_HEIGHT - 2) * lag / peak if peak else CHART_HEIGHT
+        minutes_ago = (len(lags) - 1 - n) * 5
+        points.append(
+            {
+                "x": round((n + 1) * slot, 1),
+                "y": round(y, 1),
+                "lag": humanize_seconds(lag) if lag else "none",
+                "when": f"{minutes_ago} min ago" if minutes_ago else "now",
+            }
+        )
+    return {
+        "peak": humanize_seconds(peak) if peak else "",
+        "points": points,
+        "polyline": " ".join(f"{point['x']},{point['y']}" for point in points),
+    }
+
+
 def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
     """Per type, completions and failures in each 5-minute bucket of the last hour, as
-    bars of a server-rendered SVG chart (counted by the store: two counts a bucket)."""
+    bars of a server-rendered SVG chart (counted by the store: two counts a bucket), and
+    the oldest pending lag at each bucket's end as a line (:func:`_lag_series`)."""
     now = timezone.now()
     edges = [now - CHART_BUCKET * (CHART_BUCKETS - n) for n in range(CHART_BUCKETS + 1)]
     charts = []
@@ -649,6 +747,7 @@ def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
                 "failed": sum(failed),
                 "bars": _bars(done, peak, 0, "durabl-bar-completed")
                 + _bars(failed, peak, half, "durabl-bar-failed"),
+                "lag": _lag_line(_lag_series(queue, job_type, edges[1:])),
             }
         )
     return charts
@@ -735,7 +834,8 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
         **base_context(model_admin, request, "Schedules"),
         "rows": rows,
         "supported": supported,
-        "columns": ["Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
+        "columns": ["Name", "Job type", "Fires", "Next run (UTC)", "Last run (UTC)", "Last job"],
+        "table_css": "durabl-schedules",
     }
     return render(model_admin, request, "schedule_list.html", context)
 
@@ -761,7 +861,7 @@ def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespo
         concurrency = dict(worker.concurrency)
         rows.append(
             {
-                "gone": bool(worker.gone),
+                "css": "durabl-worker durabl-worker-gone" if worker.gone else "durabl-worker",
                 "cells": [
                     Cell(str(worker.host)),
                     Cell(str(worker.pid)),
@@ -786,5 +886,6 @@ def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespo
             "Last seen (UTC)",
             "State",
         ],
+        "table_css": "durabl-workers",
     }
     return render(model_admin, request, "worker_list.html", context)

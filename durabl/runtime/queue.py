@@ -545,15 +545,42 @@ class JobQueue:
         whose dedupe key is live stays failed). The number retried."""
         retried = self._ready().retry_matching(**filters)
         if retried:
-            types = [filters["type"]] if filters.get("type") else list(self._processors.by_type)
-            for type in types:
-                self._job_due(type)
+            self._jobs_due(filters)
         return retried
 
     def delete_matching(self, **filters: Any) -> int:
         """Delete every job the ``list_jobs`` filters select that is not running, in one
         store operation. The number deleted."""
         return self._ready().delete_matching(**filters)
+
+    def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
+        """Cancel every job the ``list_jobs`` filters select, in one store operation, as
+        :meth:`cancel` would each: pending ones end ``cancelled``, running ones are asked
+        to stop; terminal ones are left. The number cancelled or asked."""
+        return self._ready().cancel_matching(reason=reason, **filters)
+
+    def run_now(self, job_id: str) -> bool:
+        """Make a delayed pending job due now (one already due keeps its place in line);
+        False when the job is not pending."""
+        moved = self._ready().run_now(job_id)
+        job = self.backend.get_job(job_id) if moved else None
+        if job is not None:
+            self._job_due(job.type)
+        return moved
+
+    def run_now_matching(self, **filters: Any) -> int:
+        """:meth:`run_now` every pending job the ``list_jobs`` filters select, in one store
+        operation. The number of delayed jobs made due."""
+        moved = self._ready().run_now_matching(**filters)
+        if moved:
+            self._jobs_due(filters)
+        return moved
+
+    def _jobs_due(self, filters: dict[str, Any]) -> None:
+        """Wake the processors of the type ``filters`` selects (of every type: none)."""
+        types = [filters["type"]] if filters.get("type") else list(self._processors.by_type)
+        for type in types:
+            self._job_due(type)
 
     # -- flow control (durabl.model.flow; docs/flow-control.md) ---------------------------
     def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:

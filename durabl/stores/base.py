@@ -267,6 +267,24 @@ class Backend(FencedWrites, Protocol):
         """:meth:`delete` every job the ``list_jobs`` filters select that is not active, in
         one store operation. The number deleted."""
 
+    def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
+        """:meth:`cancel` every job the ``list_jobs`` filters select, in one store
+        operation (one transaction on SQL stores): pending ones end ``cancelled`` at once
+        (dedupe slots freed, ``reason`` kept as ``fail_reason``), active ones not yet asked
+        get the request (their next heartbeat answers ``cancel-requested``); terminal jobs
+        are untouched. A ``status`` other than ``pending`` or ``active`` is a
+        ``ValueError``. The number cancelled or requested."""
+
+    def run_now(self, job_id: str) -> bool:
+        """Make a pending job due now: a delayed one's ``run_at`` becomes the store's now
+        (behind the jobs already due at its priority); one already due keeps its place.
+        False when the job is not pending, or missing."""
+
+    def run_now_matching(self, **filters: Any) -> int:
+        """:meth:`run_now` every pending job the ``list_jobs`` filters select, in one store
+        operation (a ``status`` other than ``pending`` is a ``ValueError``). The number of
+        delayed jobs made due."""
+
     def get_stats(self, type: str | None = None) -> QueueStats: ...
 
     def job_types(self) -> list[str]:
@@ -340,6 +358,14 @@ class Backend(FencedWrites, Protocol):
 
     def prune_workers(self, last_seen_before: datetime) -> int:
         """Remove the entries last seen before ``last_seen_before``; how many."""
+
+
+def cancel_reason(reason: str | None) -> str:
+    """The reason a cancellation keeps: ``reason`` clipped to the stored length, or
+    ``cancelled``; ``TypeError`` for anything but text or None."""
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
+    return clip_reason(reason) if reason else CANCELLED
 
 
 class StoreBase(ABC):
@@ -460,9 +486,7 @@ class StoreBase(ABC):
     # -- cancelling: the reason clipped once; each store moves the job atomically ---------
     def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:
         """See :meth:`Backend.cancel`."""
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
-        return self.write_cancel(job_id, clip_reason(reason) if reason else CANCELLED)
+        return self.write_cancel(job_id, cancel_reason(reason))
 
     def cancel_run(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
         """See :meth:`Backend.cancel_run`."""
@@ -629,6 +653,42 @@ class StoreBase(ABC):
         """Delete every job ``filters`` selects that is not active, in one operation; how
         many were deleted."""
         raise NotImplementedError(f"{type(self).__name__} has no bulk delete")
+
+    def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
+        """See :meth:`Backend.cancel_matching`: checked as :meth:`list_jobs` (a terminal
+        status is a ``ValueError``), the reason as :meth:`cancel` checks it; the store
+        cancels through :meth:`cancel_selected`."""
+        selection = job_filter(filters)
+        if selection.status not in (None, "pending", "active"):
+            raise ValueError(
+                f"cancel_matching cancels pending or active jobs, not {selection.status!r}"
+            )
+        return self.cancel_selected(selection, cancel_reason(reason))
+
+    def run_now_matching(self, **filters: Any) -> int:
+        """See :meth:`Backend.run_now_matching`: checked as :meth:`list_jobs` (a status
+        other than ``pending`` is a ``ValueError``); the store writes through
+        :meth:`run_now_selected`."""
+        selection = job_filter(filters)
+        if selection.status not in (None, "pending"):
+            raise ValueError(f"run_now_matching moves pending jobs, not {selection.status!r}")
+        return self.run_now_selected(replace(selection, status="pending"))
+
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        """As :meth:`write_cancel` one by one, in one operation: every pending job
+        ``filters`` selects ``cancelled`` (``fail_reason`` ``reason``), every active one
+        with no request yet requested (``reason``); how many of both."""
+        raise NotImplementedError(f"{type(self).__name__} has no bulk cancel")
+
+    def run_now(self, job_id: str) -> bool:
+        """See :meth:`Backend.run_now`: one atomic statement of the store."""
+        raise NotImplementedError(f"{type(self).__name__} has no run_now")
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        """Set ``run_at`` (and ``updated_at``) to the store's now on every job ``filters``
+        selects (its status is ``pending``) whose ``run_at`` is later, in one operation;
+        how many."""
+        raise NotImplementedError(f"{type(self).__name__} has no bulk run_now")
 
     @abstractmethod
     def count_matching(self, filters: JobFilter) -> int:

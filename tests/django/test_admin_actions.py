@@ -10,7 +10,8 @@ import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 
 import durabl_django
 from durabl import JobQueue
@@ -500,3 +501,160 @@ def test_no_cancel_on_finished_lists(csrf_client: Client, queue: JobQueue) -> No
         follow=True,
     )
     assert messages_of(response) == ["No action selected."]
+
+
+PENDING_DETAIL = "admin:durabl_django_pendingjob_detail"
+RUN_NOW_ONE = "admin:durabl_django_pendingjob_run_now_one"
+RUN_NOW = "admin:durabl_django_pendingjob_run_now"
+CANCEL = "admin:durabl_django_pendingjob_cancel"
+
+
+def delayed_jobs(queue: JobQueue, count: int, type: str = "email") -> list[str]:
+    ids = [queue.enqueue(type, {"n": n}, delay=3600) for n in range(count)]
+    assert all(ids)
+    return ids  # type: ignore[return-value]
+
+
+def due(queue: JobQueue, ids: list[str]) -> list[bool]:
+    now = timezone.now()
+    return [job.run_at <= now if (job := queue.get_job(i)) else False for i in ids]
+
+
+def test_run_now_a_delayed_job_from_its_page(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    [job_id] = delayed_jobs(queue, 1)
+    [already] = [queue.enqueue("email", {"due": True})]
+    url = reverse(RUN_NOW_ONE, args=[job_id])
+    page = csrf_client.get(reverse(PENDING_DETAIL, args=[job_id])).content.decode()
+    assert f'<a href="{url}" class="button">Run now</a>' in page
+    # An already due job has nothing to run sooner: no button.
+    assert (
+        "Run now" not in csrf_client.get(reverse(PENDING_DETAIL, args=[already])).content.decode()
+    )
+    confirmation = csrf_client.get(url).content.decode()
+    assert f"Are you sure you want to run now the job “{job_id}”?" in confirmation
+    assert "Each delayed pending job becomes due now" in confirmation
+    assert due(queue, [job_id]) == [False]  # the GET changed nothing
+    response = confirm(csrf_client, url, {})
+    assert messages_of(response) == [f"Job {job_id} set to run now: it is due."]
+    assert response.redirect_chain[-1][0] == reverse(PENDING_DETAIL, args=[job_id])
+    assert due(queue, [job_id]) == [True] and statuses(queue, [job_id]) == ["pending"]
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.object_id == job_id and entry.change_message == "Set to run now from the admin."
+    # Again: it is due now, so it is skipped, and said so.
+    again = confirm(csrf_client, url, {})
+    assert messages_of(again) == [f"Job {job_id} not set to run now: it is already due."]
+
+
+def test_run_now_selected_from_the_pending_list(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser
+) -> None:
+    ids = delayed_jobs(queue, 3)
+    already = queue.enqueue("email", {"due": True})
+    assert already is not None
+    page = csrf_client.get(reverse(PENDING_LIST)).content.decode()
+    assert '<option value="run_now_selected">Run selected delayed jobs now</option>' in page
+    listing = csrf_client.get(reverse(PENDING_LIST))
+    shown = csrf_client.post(
+        reverse(PENDING_LIST),
+        {
+            "action": "run_now_selected",
+            "_selected_action": [*ids[:2], already],
+            "csrfmiddlewaretoken": csrf_token(listing),
+        },
+    )
+    assert "Are you sure you want to run now the 3 selected jobs?" in shown.content.decode()
+    response = confirm(csrf_client, reverse(RUN_NOW), {"_selected_action": [*ids[:2], already]})
+    assert messages_of(response) == ["2 set to run now, 1 skipped: it is already due."]
+    assert due(queue, ids) == [True, True, False]
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.object_repr == "2 pending jobs" and ids[0] in entry.change_message
+
+
+def test_run_now_all_matching_is_one_store_operation_and_one_log_entry(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser, monkeypatch: Any
+) -> None:
+    emails = delayed_jobs(queue, 30, "email")
+    reports = delayed_jobs(queue, 2, "report")
+    queue.enqueue("email", {"due": True})
+    calls: list[dict[str, Any]] = []
+    real = queue.run_now_matching
+
+    def one_by_one(job_id: str) -> bool:
+        raise AssertionError("run all matching now must not go job by job")
+
+    def counted(**filters: Any) -> int:
+        calls.append(filters)
+        return real(**filters)
+
+    monkeypatch.setattr(queue, "run_now", one_by_one)
+    monkeypatch.setattr(queue, "run_now_matching", counted)
+    monkeypatch.setattr(durabl_django, "get_queue", lambda: queue)
+    response = confirm(csrf_client, reverse(RUN_NOW), {"type": "email", "select_across": "1"})
+    assert calls == [{"status": "pending", "type": "email"}]
+    assert messages_of(response) == ["30 set to run now, 1 skipped: it is already due."]
+    assert all(due(queue, emails)) and not any(due(queue, reports))
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.action_flag == CHANGE and entry.object_repr == "30 pending jobs"
+    assert 'every pending job of type "email"' in entry.change_message
+
+
+def test_cancel_all_matching_is_one_store_operation_and_one_log_entry(
+    csrf_client: Client, queue: JobQueue, superuser: AbstractBaseUser, monkeypatch: Any
+) -> None:
+    emails = [queue.enqueue("email", {"n": n}) for n in range(25)]
+    [report] = [queue.enqueue("report", {})]
+    calls: list[dict[str, Any]] = []
+    real = queue.cancel_matching
+
+    def one_by_one(job_id: str, reason: str | None = None) -> bool:
+        raise AssertionError("cancel all matching must not cancel job by job")
+
+    def counted(**filters: Any) -> int:
+        calls.append(filters)
+        return real(**filters)
+
+    monkeypatch.setattr(queue, "cancel", one_by_one)
+    monkeypatch.setattr(queue, "cancel_matching", counted)
+    monkeypatch.setattr(durabl_django, "get_queue", lambda: queue)
+    response = confirm(csrf_client, reverse(CANCEL), {"type": "email", "select_across": "1"})
+    assert calls == [{"status": "pending", "type": "email"}]
+    assert messages_of(response) == ["25 cancelled."]
+    assert set(statuses(queue, emails)) == {"cancelled"}  # type: ignore[arg-type]
+    assert statuses(queue, [report]) == ["pending"]  # type: ignore[list-item]
+    [entry] = LogEntry.objects.filter(user=superuser)
+    assert entry.object_repr == "25 pending jobs"
+    assert 'every pending job of type "email"' in entry.change_message
+
+
+def test_run_now_needs_the_retry_permission(client: Client, queue: JobQueue) -> None:
+    [job_id] = delayed_jobs(queue, 1)
+    detail = reverse(PENDING_DETAIL, args=[job_id])
+    client.force_login(make_user("viewer", "view_job"))
+    assert "Run now" not in client.get(detail).content.decode()
+    assert "run_now_selected" not in client.get(reverse(PENDING_LIST)).content.decode()
+    assert client.get(reverse(RUN_NOW_ONE, args=[job_id])).status_code == 403
+    for url, data in (
+        (reverse(RUN_NOW_ONE, args=[job_id]), {"post": "yes"}),
+        (reverse(RUN_NOW), {"post": "yes", "_selected_action": [job_id]}),
+        (reverse(RUN_NOW), {"post": "yes", "select_across": "1"}),
+    ):
+        assert client.post(url, data).status_code == 403
+    assert due(queue, [job_id]) == [False]
+    client.force_login(make_user("retrier", "view_job", "retry_job"))
+    assert "Run now" in client.get(detail).content.decode()
+
+
+def test_run_now_is_offered_only_on_the_pending_list(csrf_client: Client, queue: JobQueue) -> None:
+    fail_jobs(queue, 1)
+    assert "run_now_selected" not in csrf_client.get(reverse(FAILED)).content.decode()
+    token = csrf_token(csrf_client.get(reverse(FAILED)))
+    response = csrf_client.post(
+        reverse(FAILED),
+        {"action": "run_now_selected", "_selected_action": ["x"], "csrfmiddlewaretoken": token},
+        follow=True,
+    )
+    assert messages_of(response) == ["No action selected."]
+    with pytest.raises(NoReverseMatch):
+        reverse("admin:durabl_django_job_run_now")

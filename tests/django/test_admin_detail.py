@@ -118,3 +118,27 @@ def test_a_completed_job_shows_its_return_value(admin_client: Client, queue: Job
     page = page_of(admin_client, job_id)
     assert "Return value" in page
     assert "&quot;sent&quot;: 3" in page and html.escape(XSS) in page and XSS not in page
+
+
+def test_a_job_that_ran_again_calls_its_kept_reason_an_earlier_failure(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    from durabl import Job, JobContext
+
+    runs: list[int] = []
+
+    def flaky(job: Job[Any], ctx: JobContext) -> None:
+        runs.append(job.attempts)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+
+    queue.register("flaky", flaky)
+    job_id = queue.enqueue("flaky", {}, max_attempts=1)
+    assert job_id is not None and queue.run_pending("flaky") == 1
+    failed = page_of(admin_client, job_id)
+    assert "Failure reason</h2>" in failed and "earlier attempt" not in failed
+    assert queue.retry(job_id) and queue.run_pending("flaky") == 1
+    completed = page_of(admin_client, job_id)
+    assert field(completed, "Status") == "completed"
+    assert "An earlier attempt&#x27;s failure</h2>" in completed
+    assert "Failure reason</h2>" not in completed

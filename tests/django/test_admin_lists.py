@@ -270,6 +270,56 @@ def test_overview_charts_the_last_hour_per_type(admin_client: Client, queue: Job
     assert XSS not in page
 
 
+def test_overview_charts_the_oldest_pending_lag_over_the_hour(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job A is due 52 min ago and waits 20 min before it runs; job B, due 32 min ago, is
+    still pending: the line reads A's wait, then B's, at the end of each 5 minutes."""
+    from durabl import MemoryBackend
+    from durabl.testing import FakeClock
+    from durabl_django import views
+
+    start = datetime.now(dt_timezone.utc) - timedelta(minutes=52)
+    clock = FakeClock(start)
+    lagging = JobQueue(MemoryBackend(clock=clock))
+    lagging.register("lag", lambda job, ctx: None)
+    lagging.enqueue("lag", {"n": "a"})
+    clock.advance(timedelta(minutes=20))
+    assert lagging.run_pending("lag") == 1
+    lagging.enqueue("lag", {"n": "b"})
+    clock.advance(timedelta(minutes=32))
+    monkeypatch.setattr(views, "get_job_queue", lambda: lagging)
+
+    page = admin_client.get(reverse(OVERVIEW)).content.decode()
+    [chart] = re.findall(r'<tr class="durabl-chart">.*?</tr>', page, re.S)
+    points = re.findall(r"<title>lag ([^,<]*), ([^<]*)</title>", chart)
+    assert points == [
+        ("none", "55 min ago"),  # before A was enqueued
+        ("2 min", "50 min ago"),
+        ("7 min", "45 min ago"),
+        ("12 min", "40 min ago"),
+        ("17 min", "35 min ago"),  # A runs 32 min ago; B is due then
+        ("2 min", "30 min ago"),
+        ("7 min", "25 min ago"),
+        ("12 min", "20 min ago"),
+        ("17 min", "15 min ago"),
+        ("22 min", "10 min ago"),
+        ("27 min", "5 min ago"),
+        ("32 min", "now"),
+    ]
+    assert '<polyline class="durabl-lag-line"' in chart
+    assert "1 completed, 0 failed, lag up to 32 min" in chart
+
+
+def test_overview_draws_no_lag_line_when_nothing_waited(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    complete_jobs(queue, 2, "ok")
+    page = admin_client.get(reverse(OVERVIEW)).content.decode()
+    assert "2 completed, 0 failed</td>" in page
+    assert "durabl-lag-line" not in page.split("</style>", 1)[1]
+
+
 def test_overview_auto_refresh_toggle(admin_client: Client, queue: JobQueue) -> None:
     off = admin_client.get(reverse(OVERVIEW)).content.decode()
     assert 'http-equiv="refresh"' not in off and '<a href="?refresh=10">' in off

@@ -161,3 +161,26 @@ def test_the_example_shop_runs_with_runserver_and_runworkers(shop: Shop) -> None
     assert "0 pending, 0 active, 2 completed" in page and "1 failed" in page
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
+
+
+SHOW_PAYLOADS = """
+import durabl_django
+from django.test import Client
+data = {"order_id": "</pre><script>x</script>", "n": [1, 2], "email": "ada@example.com"}
+durabl_django.get_queue().enqueue("send-receipt", data)
+print(Client(HTTP_HOST="localhost").get("/").content.decode())
+"""
+
+
+def test_the_shop_shows_payloads_as_escaped_indented_json(shop: Shop) -> None:
+    shop.run("migrate", "--verbosity", "0")
+    page = shop.run("shell", "--command", SHOW_PAYLOADS)
+    [payload] = re.findall(r'<pre class="payload"><code>(.*?)</code></pre>', page, re.S)
+    assert payload == (
+        "{\n"
+        "  &quot;email&quot;: &quot;ada@example.com&quot;,\n"
+        "  &quot;n&quot;: [\n    1,\n    2\n  ],\n"
+        "  &quot;order_id&quot;: &quot;&lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;&quot;\n"
+        "}"
+    )
+    assert "<script>x" not in page

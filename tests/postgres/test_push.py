@@ -202,6 +202,20 @@ def test_a_future_job_is_picked_up_at_its_run_at(rig: Rig) -> None:
     assert waited >= delay - 0.05, f"picked up before its run_at ({waited:.3f}s)"
 
 
+@pytest.mark.parametrize("one_by_one", [True, False])
+def test_a_job_made_due_by_run_now_elsewhere_is_picked_up_at_once(
+    rig: Rig, one_by_one: bool
+) -> None:
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    job_id = rig.source.enqueue("t", {}, delay=3600) or ""
+    if one_by_one:
+        assert rig.source.run_now(job_id) is True
+    else:
+        assert rig.source.run_now_matching(type="t") == 1
+    assert rig.done(job_id).wait(PICKUP), "run_now sent no notify"
+
+
 def test_a_future_job_stored_before_the_worker_started_is_picked_up_at_its_run_at(
     rig: Rig,
 ) -> None:

@@ -139,6 +139,31 @@ def test_immediate_backend_runs_the_handler_during_enqueue() -> None:
     assert job is not None and job.status == "completed"
 
 
+def test_run_now_on_an_immediate_backend_runs_the_delayed_job_at_once() -> None:
+    queue = JobQueue(ImmediateBackend())
+    seen: list[Any] = []
+    queue.process("t", lambda job, ctx: seen.append(job.data))
+    first = queue.enqueue("t", {"n": 1}, delay=3600) or ""
+    queue.enqueue("t", {"n": 2}, delay=3600)
+    assert seen == []
+    assert queue.run_now(first) is True
+    assert seen == [{"n": 1}]
+    assert queue.run_now(first) is False  # completed: no longer pending
+    assert queue.run_now_matching(type="t") == 1
+    assert seen == [{"n": 1}, {"n": 2}]
+
+
+def test_cancel_matching_on_the_queue_cancels_every_pending_match() -> None:
+    queue = JobQueue(DummyBackend())
+    ids = [queue.enqueue("t", {"n": n}) or "" for n in range(3)]
+    queue.enqueue("other", {})
+    assert queue.cancel_matching(type="t", reason="not needed") == 3
+    for job_id in ids:
+        job = queue.get_job(job_id)
+        assert job is not None and (job.status, job.fail_reason) == ("cancelled", "not needed")
+    assert queue.count_jobs(status="pending") == 1
+
+
 def test_immediate_backend_records_failures_like_production() -> None:
     queue = JobQueue(ImmediateBackend())
 

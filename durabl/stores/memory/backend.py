@@ -507,6 +507,32 @@ class MemoryBackend(StoreBase):
         with self._store.lock:
             return sum(self.delete(rec.id) for rec in self._store.select(filters))
 
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        """Each selected job as :meth:`write_cancel` would, under the one lock."""
+        with self._store.lock:
+            outcomes = [self.write_cancel(rec.id, reason) for rec in self._store.select(filters)]
+            return sum(outcome != "not-cancellable" for outcome in outcomes)
+
+    def run_now(self, job_id: str) -> bool:
+        with self._store.lock:
+            rec = self._store.jobs.get(job_id)
+            if rec is None or rec.status != "pending":
+                return False
+            self._due_now([rec])
+            return True
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        with self._store.lock:
+            return self._due_now(self._store.select(filters))
+
+    def _due_now(self, records: list[Record]) -> int:
+        """Make the delayed ones of ``records`` (pending) due now; how many there were."""
+        now = self.now()
+        delayed = [rec for rec in records if rec.run_at > now]
+        for rec in delayed:
+            rec.run_at = rec.updated_at = now
+        return len(delayed)
+
     def delete(self, job_id: str) -> bool:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)

@@ -965,6 +965,15 @@ class MongoJobQueue(StoreBase):
     def delete_selected(self, filters: JobFilter) -> int:
         return self.queries.delete_selected(filters)
 
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        return self.queries.cancel_selected(filters, reason)
+
+    def run_now(self, job_id: str) -> bool:
+        return self.queries.run_now(job_id)
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        return self.queries.run_now_selected(filters)
+
     def get_stats(self, type: str | None = None) -> QueueStats:
         return self.queries.get_stats(type)
 

@@ -26,13 +26,28 @@ NOT_CANCELLED: Mapping[str, Any] = {"cancel_requested": {"$exists": False}}
 
 def cancel(store: MongoStore, oid: ObjectId, reason: str, now: datetime) -> CancelOutcome:
     """Cancel the pending job ``oid``, or request it of the active one."""
-    pending = codec.terminal_update("cancelled", now, fail_reason=reason)
+    pending, request = _cancel_updates(reason, now)
     if store.col.update_one({"_id": oid, "status": "pending"}, pending).matched_count:
         return "cancelled"
-    request = {"_id": oid, "status": "active", **NOT_CANCELLED}
-    if store.col.update_one(request, {"$set": {"cancel_requested": reason}}).matched_count:
+    active = {"_id": oid, "status": "active", **NOT_CANCELLED}
+    if store.col.update_one(active, request).matched_count:
         return "requested"
     return "not-cancellable"
+
+
+def cancel_matching(store: MongoStore, query: Mapping[str, Any], reason: str, now: datetime) -> int:
+    """:func:`cancel` every job ``query`` selects: one ``update_many`` for the pending ones,
+    one for the active ones (each atomic per job); how many of both."""
+    pending, request = _cancel_updates(reason, now)
+    cancelled = store.col.update_many({"$and": [query, {"status": "pending"}]}, pending)
+    active = {"$and": [query, {"status": "active", **NOT_CANCELLED}]}
+    return cancelled.modified_count + store.col.update_many(active, request).modified_count
+
+
+def _cancel_updates(reason: str, now: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The update that cancels a pending job, and the one that requests it of an active."""
+    pending = codec.terminal_update("cancelled", now, fail_reason=reason)
+    return pending, {"$set": {"cancel_requested": reason}}
 
 
 def requested_in(doc: Mapping[str, Any] | None, token: str) -> str | None:

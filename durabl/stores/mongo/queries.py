@@ -4,7 +4,7 @@ delete, stats): nothing here runs under a caller's claim."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -12,7 +12,7 @@ from pymongo.errors import DuplicateKeyError
 
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
 from durabl.model.rules import JobOrder, stats_from_counts
-from durabl.stores.mongo import codec
+from durabl.stores.mongo import cancel, codec
 from durabl.stores.mongo.codec import SLOTS
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
 
@@ -134,6 +134,41 @@ class MongoQueries:
             )
         )
 
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        query, now = self._list_query(filters), self.store.now()
+        return int(
+            self.store.call(
+                "cancel_matching",
+                lambda: cancel.cancel_matching(self.store, query, reason, now),
+                retry=False,
+            )
+        )
+
+    def run_now(self, job_id: str) -> bool:
+        oid = codec.parse_id(job_id)
+        if oid is None:
+            return False
+        now = self.store.now()
+
+        def write() -> bool:
+            if self.store.col.update_one(*_due_now({"_id": oid}, now)).matched_count:
+                return True
+            return (
+                self.store.col.find_one({"_id": oid, "status": "pending"}, {"_id": 1}) is not None
+            )
+
+        return bool(self.store.call("run_now", write))
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        query, now = self._list_query(filters), self.store.now()
+        return int(
+            self.store.call(
+                "run_now_matching",
+                lambda: self.store.col.update_many(*_due_now(query, now)).modified_count,
+                retry=False,
+            )
+        )
+
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         """One ``delete_many`` on the (status, finished_at) index. No TTL index: which
         statuses and what age are the caller's, per call, and a TTL monitor would delete
@@ -181,3 +216,9 @@ class MongoQueries:
 
     def job_types(self) -> list[str]:
         return sorted(self.store.call("job_types", lambda: self.store.col.distinct("type")))
+
+
+def _due_now(query: dict[str, Any], now: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The filter and update that make the delayed pending jobs of ``query`` due ``now``."""
+    delayed = {"status": "pending", "run_at": {"$gt": now}}
+    return {"$and": [query, delayed]}, {"$set": {"run_at": now, "updated_at": now}}

@@ -724,6 +724,33 @@ class PostgresJobQueue(StoreBase):
         )
         return 0 if row is None else int(row["n"])
 
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        """Two statements (pending, then active) in one transaction."""
+        where, params = reads.filters(filters)
+        values, q = {**params, "reason": reason, "now": self._now_param()}, self._q
+        return self._run(
+            "cancel_matching",
+            lambda cur: writes.cancel_matching(cur, q, where, values),
+            repeatable=False,
+        )
+
+    def run_now(self, job_id: str) -> bool:
+        params, q = {"id": job_id, "now": self._now_param()}, self._q
+
+        def write(cur: Tx) -> bool:
+            if writes.run_now(cur, q, "j.id = %(id)s", params):
+                return True
+            return reads.one(cur, q.pending_exists, params) is not None
+
+        return self._run("run_now", write)
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        where, params = reads.filters(filters)
+        values, q = {**params, "now": self._now_param()}, self._q
+        return self._run(
+            "run_now_matching", lambda cur: writes.run_now(cur, q, where, values), repeatable=False
+        )
+
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         params = {"statuses": list(statuses), "age": older_than, "now": self._now_param()}
         q = self._q

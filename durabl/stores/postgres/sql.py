@@ -101,6 +101,17 @@ def notify(rows: str) -> str:
     )
 
 
+# Cancelling: each completed by its selection, one job or a listing filter.
+CANCEL_PENDING = (
+    "UPDATE {jobs} AS j SET status = 'cancelled', updated_at = {now}, finished_at = {now}, "
+    "live_slot = NULL, pending_slot = NULL, active_slot = NULL, fail_reason = %(reason)s "
+    "WHERE j.status = 'pending' AND "
+)
+REQUEST_CANCEL = (
+    "UPDATE {jobs} AS j SET cancel_requested = %(reason)s "
+    "WHERE j.status = 'active' AND j.cancel_requested IS NULL AND "
+)
+
 ORDER_NEWEST = "j.seq DESC"
 ORDER_FAILED = "j.finished_at DESC, j.seq DESC"
 FILTERS = {
@@ -223,15 +234,18 @@ STATEMENTS: dict[str, str] = {
         + " RETURNING j.id, j.cancel_requested"
     ),
     # -- cancelling: a pending job at once; an active one is asked through its heartbeat
-    "cancel_pending": (
-        "UPDATE {jobs} SET status = 'cancelled', updated_at = {now}, finished_at = {now}, "
-        "live_slot = NULL, pending_slot = NULL, active_slot = NULL, fail_reason = %(reason)s "
-        "WHERE id = %(id)s AND status = 'pending' RETURNING id"
+    # (The ``_matching`` forms: the same on every job a listing filter selects, {where}.)
+    "cancel_pending": CANCEL_PENDING + "j.id = %(id)s RETURNING j.id",
+    "request_cancel": REQUEST_CANCEL + "j.id = %(id)s RETURNING j.id",
+    "cancel_pending_matching": CANCEL_PENDING + "({where})",
+    "request_cancel_matching": REQUEST_CANCEL + "({where})",
+    # -- run now: a delayed pending job becomes due (and the listeners hear of it) ------
+    "run_now_matching": (
+        "WITH due AS (UPDATE {jobs} AS j SET run_at = {now}, updated_at = {now} "
+        "WHERE j.status = 'pending' AND j.run_at > {now} AND ({where}) "
+        "RETURNING j.id, j.type, j.run_at) SELECT due.id, " + notify("due") + " FROM due"
     ),
-    "request_cancel": (
-        "UPDATE {jobs} SET cancel_requested = %(reason)s "
-        "WHERE id = %(id)s AND status = 'active' AND cancel_requested IS NULL RETURNING id"
-    ),
+    "pending_exists": "SELECT 1 FROM {jobs} WHERE id = %(id)s AND status = 'pending'",
     # Each completion keeps its own result: the batch is joined row by row.
     "complete": (
         "UPDATE {jobs} AS j SET " + TERMINAL + ", done_token = j.claim_token, result = u.result "
@@ -411,6 +425,10 @@ class Queries:
     heartbeat: str
     cancel_pending: str
     request_cancel: str
+    cancel_pending_matching: str
+    request_cancel_matching: str
+    run_now_matching: str
+    pending_exists: str
     complete: str
     terminal: str
     lock_claim: str

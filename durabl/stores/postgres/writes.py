@@ -293,6 +293,21 @@ def cancel(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> CancelOu
     return "requested" if cur.fetchone() is not None else "not-cancellable"
 
 
+def cancel_matching(cur: Cursor[DictRow], q: Queries, where: str, params: dict[str, Any]) -> int:
+    """:func:`cancel` every job ``where`` selects (``params``: its values, reason, now): one
+    statement for the pending ones, one for the active ones; how many of both."""
+    cur.execute(q.listing(q.cancel_pending_matching, where), params)
+    cancelled = cur.rowcount
+    cur.execute(q.listing(q.request_cancel_matching, where), params)
+    return cancelled + cur.rowcount
+
+
+def run_now(cur: Cursor[DictRow], q: Queries, where: str, params: dict[str, Any]) -> int:
+    """Make every delayed pending job ``where`` selects due now (a NOTIFY each); how many."""
+    cur.execute(q.listing(q.run_now_matching, where), params)
+    return len(cur.fetchall())
+
+
 def end_cancelled(
     cur: Cursor[DictRow], q: Queries, params: dict[str, Any], reason: str | None
 ) -> ResultStatus | None:

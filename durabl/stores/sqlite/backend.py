@@ -606,6 +606,25 @@ class SqliteJobQueue(StoreBase):
             ),
         )
 
+    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
+        where, params = queries.filters(filters)
+        now = self._now_ms()
+        return self._write(
+            "cancel_matching",
+            lambda conn: writes.cancel_matching(conn, where, params, reason, now),
+        )
+
+    def run_now(self, job_id: str) -> bool:
+        now = self._now_ms()
+        return self._write("run_now", lambda conn: writes.run_now(conn, job_id, now))
+
+    def run_now_selected(self, filters: JobFilter) -> int:
+        where, params = queries.filters(filters)
+        now = self._now_ms()
+        return self._write(
+            "run_now_matching", lambda conn: writes.run_now_matching(conn, where, params, now)
+        )
+
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         """One DELETE over the (status, finished_at) index; logs and receipts cascade."""
         before = codec.to_ms(self.now() - timedelta(seconds=older_than))

@@ -364,25 +364,54 @@ def fail(
 
 
 # -- cancelling -------------------------------------------------------------------------------
+# Each is completed by the selection: one job (``id = :id``) or a filter's WHERE clause.
 _CANCEL_PENDING = (
     f"UPDATE {JOBS} SET status = 'cancelled', updated_at = :now, finished_at = :now, "
     "live_slot = NULL, pending_slot = NULL, active_slot = NULL, fail_reason = :reason "
-    "WHERE id = :id AND status = 'pending'"
+    "WHERE status = 'pending' AND "
 )
 _REQUEST_CANCEL = (
     f"UPDATE {JOBS} SET cancel_requested = :reason "
-    "WHERE id = :id AND status = 'active' AND cancel_requested IS NULL"
+    "WHERE status = 'active' AND cancel_requested IS NULL AND "
 )
+_RUN_NOW = (
+    f"UPDATE {JOBS} SET run_at = :now, updated_at = :now "
+    "WHERE status = 'pending' AND run_at > :now AND "
+)
+_BY_ID = "id = :id"
 
 
 def cancel(conn: sqlite3.Connection, job_id: str, reason: str, now: int) -> CancelOutcome:
     """Cancel a pending job, or request it of an active one (see ``Backend.cancel``)."""
     params = {"id": job_id, "reason": reason, "now": now}
-    if conn.execute(_CANCEL_PENDING, params).rowcount == 1:
+    if conn.execute(_CANCEL_PENDING + _BY_ID, params).rowcount == 1:
         return "cancelled"
-    if conn.execute(_REQUEST_CANCEL, params).rowcount == 1:
+    if conn.execute(_REQUEST_CANCEL + _BY_ID, params).rowcount == 1:
         return "requested"
     return "not-cancellable"
+
+
+def cancel_matching(
+    conn: sqlite3.Connection, where: str, params: dict[str, Any], reason: str, now: int
+) -> int:
+    """:func:`cancel` every job ``where`` selects: one statement for the pending ones, one
+    for the active ones; how many were cancelled or requested."""
+    values = {**params, "reason": reason, "now": now}
+    cancelled = conn.execute(f"{_CANCEL_PENDING}({where})", values).rowcount
+    return cancelled + conn.execute(f"{_REQUEST_CANCEL}({where})", values).rowcount
+
+
+def run_now(conn: sqlite3.Connection, job_id: str, now: int) -> bool:
+    """Make the pending job ``job_id`` due ``now`` if it is delayed; False if not pending."""
+    if conn.execute(_RUN_NOW + _BY_ID, {"id": job_id, "now": now}).rowcount == 1:
+        return True
+    row = conn.execute(f"SELECT 1 FROM {JOBS} WHERE id = ? AND status = 'pending'", (job_id,))
+    return row.fetchone() is not None
+
+
+def run_now_matching(conn: sqlite3.Connection, where: str, params: dict[str, Any], now: int) -> int:
+    """Make every delayed pending job ``where`` selects due ``now``; how many."""
+    return conn.execute(f"{_RUN_NOW}({where})", {**params, "now": now}).rowcount
 
 
 def requested_cancel(

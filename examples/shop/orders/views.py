@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 import durabl_django
 from django import forms
@@ -46,6 +48,12 @@ def place_order(email: str, payment: str) -> str:
     return order_id
 
 
+def payload_json(data: Any) -> str:
+    """A job's payload as indented JSON (values JSON has no type for, such as dates, as
+    text); the template escapes it."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def index(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = OrderForm(request.POST)
@@ -58,7 +66,10 @@ def index(request: HttpRequest) -> HttpResponse:
     queue = durabl_django.get_queue()
     context = {
         "form": form,
-        "jobs": queue.list_jobs(limit=RECENT_JOBS),
+        "jobs": [
+            {"job": job, "payload": payload_json(job.data)}
+            for job in queue.list_jobs(limit=RECENT_JOBS)
+        ],
         "stats": queue.get_stats(),
     }
     return render(request, "orders/index.html", context)
