@@ -76,6 +76,8 @@ class Tables:
             "logs": self.qualified("_logs"),
             "receipts": self.qualified("_receipts"),
             "meta": self.qualified("_meta"),
+            "schedules": self.qualified("_schedules"),
+            "workers": self.qualified("_workers"),
             "channel": literal(self.channel),
         }
 
