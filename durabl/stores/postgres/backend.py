@@ -235,8 +235,7 @@ class PostgresJobQueue(StoreBase):
             version = self._db.run(
                 "startup", lambda cur: schema.read_version(cur, t), repeatable=True
             )
-            schema.check_not_newer(version, t)
-            for migration in schema.pending_migrations(version):
+            for migration in schema.pending_migrations(version, t):
 
                 def apply(cur: Tx, migration: schema.Migration = migration) -> bool:
                     return schema.apply_migration(cur, migration, t)

@@ -200,8 +200,7 @@ class SqliteJobQueue(StoreBase):
                     f"newer (for UPDATE ... RETURNING); this Python has {sqlite3.sqlite_version}"
                 )
             version = self._db.run("startup", schema.read_version, write=False)
-            schema.check_not_newer(version, self.path)
-            for migration in schema.pending_migrations(version):
+            for migration in schema.pending_migrations(version, self.path):
                 apply = functools.partial(
                     schema.apply_migration, migration=migration, path=self.path
                 )
