@@ -566,11 +566,8 @@ class SqliteJobQueue(StoreBase):
     def find_jobs(
         self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
     ) -> list[Job[Any]]:
-        where, params = queries.filters(filters)
-        failed = filters.status == "failed"
         return self._read(
-            "list_jobs",
-            lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset, order),
+            "list_jobs", lambda conn: queries.list_jobs(conn, filters, limit, offset, order)
         )
 
     def count_matching(self, filters: JobFilter) -> int:
