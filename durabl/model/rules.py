@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from durabl.model.clock import as_utc, to_seconds
 from durabl.model.job import (
+    CANCELLED,
     FAILURE_KINDS,
     STATUSES,
     TERMINAL_STATUSES,
@@ -38,6 +39,13 @@ asynchronously (a synchronous write before every read-ahead run would cost a rou
 job), so a job that kills its process within milliseconds of starting could go unrecorded
 each time; past this many refunds the reaper charges it like any other lost run, and such
 a poison job still ends ``stalled``."""
+
+
+def cancelled_reason(requested: str | None) -> str:
+    """The ``fail_reason`` (and the attempt's error) of a run that ends ``cancelled`` on
+    request: the reason the request kept, else ``cancelled``."""
+    return requested or CANCELLED
+
 
 ReapDecision = Literal["refund", "recover", "stall"]
 

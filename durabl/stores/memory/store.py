@@ -18,7 +18,6 @@ from typing import Any
 from durabl.model.backoff import BackoffKind
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
-    CANCELLED,
     TERMINAL_STATUSES,
     Attempt,
     AttemptOutcome,
@@ -42,7 +41,7 @@ from durabl.model.options import (
     clip_text,
 )
 from durabl.model.payload import portable, to_millis
-from durabl.model.rules import resolve_miss
+from durabl.model.rules import cancelled_reason, resolve_miss
 
 _TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -52,7 +51,7 @@ _RECORD_FIELDS = tuple(name for name in _JOB_FIELDS if name not in ("worker", "l
 
 def cancel_reason(rec: Record) -> str:
     """Why a run whose cancellation was requested ends cancelled."""
-    return rec.cancel_requested or CANCELLED
+    return cancelled_reason(rec.cancel_requested)
 
 
 @dataclass(eq=False)

@@ -15,7 +15,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from durabl.model.job import CANCELLED, CancelOutcome
+from durabl.model.job import CancelOutcome
+from durabl.model.rules import cancelled_reason
 from durabl.stores.mongo import codec
 from durabl.stores.mongo.attempts import ClaimInfo, attempt_document, push_attempt
 from durabl.stores.mongo.store import MongoStore
@@ -62,7 +63,7 @@ def cancelled_update(
     now: datetime, reason: str | None, claim: ClaimInfo | None
 ) -> tuple[dict[str, Any], str]:
     """The update that ends a claimed run as ``cancelled``, and the reason it keeps."""
-    reason = reason or CANCELLED
+    reason = cancelled_reason(reason)
     update = codec.terminal_update("cancelled", now, fail_reason=reason)
     if claim is not None:
         push_attempt(update, attempt_document(claim, now, "cancelled", reason))

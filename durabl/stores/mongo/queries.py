@@ -4,6 +4,7 @@ delete, stats): nothing here runs under a caller's claim."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -78,42 +79,53 @@ class MongoQueries:
         query = self._list_query(filters)
         return self.store.call("count_jobs", lambda: self.store.col.count_documents(query))
 
-    def retry(self, job_id: str) -> bool:
+    def _write_one(
+        self,
+        operation: str,
+        job_id: str,
+        write: Callable[[ObjectId, datetime], bool],
+        *,
+        retry: bool = True,
+    ) -> bool:
+        """``write(oid, now)`` on the job ``job_id`` names, at the store's now, as one store
+        call; False for an id that names no job here (not an ObjectId)."""
         oid = codec.parse_id(job_id)
         if oid is None:
             return False
         now = self.store.now()
+        return bool(self.store.call(operation, lambda: write(oid, now), retry=retry))
 
-        def write() -> bool:
-            doc = self.store.col.find_one(
-                {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
-            )
-            if doc is None:
-                return False
-            fields: dict[str, Any] = {
-                "status": "pending",
-                "attempts": 0,
-                "run_at": now,
-                "updated_at": now,
-            }
-            key = doc.get("dedupe_key")
-            if key is not None:
-                scope = doc.get("dedupe_scope") or "pending+active"
-                others = [{slot: key} for slot in codec.other_scope_slots(scope)]
-                if self.store.col.find_one({"$or": others}, {"_id": 1}) is not None:
-                    return False  # the key is live under the other scope
-                fields[codec.pending_slot(scope)] = key
-            try:
-                res = self.store.col.update_one(
-                    {"_id": oid, "status": "failed"},
-                    {"$set": fields, "$unset": {"failure_kind": "", "finished_at": ""}},
-                )
-            except DuplicateKeyError:
-                return False
-            return res.modified_count == 1
-
+    def retry(self, job_id: str) -> bool:
         # Not repeated: a retry that applied but lost its reply would report False.
-        return self.store.call("retry", write, retry=False)
+        return self._write_one("retry", job_id, self._retry_one, retry=False)
+
+    def _retry_one(self, oid: ObjectId, now: datetime) -> bool:
+        doc = self.store.col.find_one(
+            {"_id": oid, "status": "failed"}, {"dedupe_key": 1, "dedupe_scope": 1}
+        )
+        if doc is None:
+            return False
+        fields: dict[str, Any] = {
+            "status": "pending",
+            "attempts": 0,
+            "run_at": now,
+            "updated_at": now,
+        }
+        key = doc.get("dedupe_key")
+        if key is not None:
+            scope = doc.get("dedupe_scope") or "pending+active"
+            others = [{slot: key} for slot in codec.other_scope_slots(scope)]
+            if self.store.col.find_one({"$or": others}, {"_id": 1}) is not None:
+                return False  # the key is live under the other scope
+            fields[codec.pending_slot(scope)] = key
+        try:
+            res = self.store.col.update_one(
+                {"_id": oid, "status": "failed"},
+                {"$set": fields, "$unset": {"failure_kind": "", "finished_at": ""}},
+            )
+        except DuplicateKeyError:
+            return False
+        return res.modified_count == 1
 
     def retry_selected(self, filters: JobFilter) -> int:
         """Each selected job as :meth:`retry` would, oldest first. MongoDB has no
@@ -145,19 +157,12 @@ class MongoQueries:
         )
 
     def run_now(self, job_id: str) -> bool:
-        oid = codec.parse_id(job_id)
-        if oid is None:
-            return False
-        now = self.store.now()
+        return self._write_one("run_now", job_id, self._run_now_one)
 
-        def write() -> bool:
-            if self.store.col.update_one(*_due_now({"_id": oid}, now)).matched_count:
-                return True
-            return (
-                self.store.col.find_one({"_id": oid, "status": "pending"}, {"_id": 1}) is not None
-            )
-
-        return bool(self.store.call("run_now", write))
+    def _run_now_one(self, oid: ObjectId, now: datetime) -> bool:
+        if self.store.col.update_one(*_due_now({"_id": oid}, now)).matched_count:
+            return True
+        return self.store.col.find_one({"_id": oid, "status": "pending"}, {"_id": 1}) is not None
 
     def run_now_selected(self, filters: JobFilter) -> int:
         query, now = self._list_query(filters), self.store.now()
@@ -180,18 +185,11 @@ class MongoQueries:
         )
 
     def delete(self, job_id: str) -> bool:
-        oid = codec.parse_id(job_id)
-        if oid is None:
-            return False
-        return bool(
-            self.store.call(
-                "delete",
-                lambda: (
-                    self.store.col.delete_one(
-                        {"_id": oid, "status": {"$ne": "active"}}
-                    ).deleted_count
-                ),
-            )
+        return self._write_one("delete", job_id, self._delete_one)
+
+    def _delete_one(self, oid: ObjectId, now: datetime) -> bool:
+        return (
+            self.store.col.delete_one({"_id": oid, "status": {"$ne": "active"}}).deleted_count == 1
         )
 
     def get_stats(self, type: str | None = None) -> QueueStats:

@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
 
 from durabl.model.clock import as_utc
@@ -60,12 +59,7 @@ class MongoSchedules:
 
     def __init__(self, store: MongoStore) -> None:
         self.store = store
-
-    @property
-    def col(self) -> Collection[dict[str, Any]]:
-        return self.store.db.get_collection(
-            f"{self.store.collection_name}_schedules", codec_options=self.store.col.codec_options
-        )
+        self.col = store.side_collection("schedules")
 
     # -- the primitives -------------------------------------------------------------------
     def upsert(self, schedule: Schedule, next_run_at: datetime) -> None:

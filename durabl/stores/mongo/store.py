@@ -92,6 +92,13 @@ class MongoStore:
         self._offset_checked_at: float | None = None
         self._startup_lock = threading.Lock()
 
+    def side_collection(self, suffix: str) -> Collection[dict[str, Any]]:
+        """The collection ``<collection>_<suffix>`` beside the jobs (``schedules``,
+        ``workers``), read and written with the jobs collection's codec options."""
+        return self.db.get_collection(
+            f"{self.collection_name}_{suffix}", codec_options=self.col.codec_options
+        )
+
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
     def guard(self, timeout: float | None = None) -> Iterator[None]:

@@ -5,9 +5,6 @@ per worker process, ``_id`` its id), each one command."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from pymongo.collection import Collection
 
 from durabl.model.clock import as_utc
 from durabl.model.workers import WorkerInfo
@@ -19,12 +16,7 @@ class MongoWorkers:
 
     def __init__(self, store: MongoStore) -> None:
         self.store = store
-
-    @property
-    def col(self) -> Collection[dict[str, Any]]:
-        return self.store.db.get_collection(
-            f"{self.store.collection_name}_workers", codec_options=self.store.col.codec_options
-        )
+        self.col = store.side_collection("workers")
 
     def upsert(self, info: WorkerInfo) -> None:
         doc = {

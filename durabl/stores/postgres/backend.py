@@ -162,8 +162,6 @@ class PostgresJobQueue(StoreBase):
         self._q = Queries(self.tables.names())
         self._channel = self.tables.channel
         self._locks = self.tables.key_lock_class
-        self._schedules = schedules.ScheduleStatements.for_tables(self.tables)
-        self._workers = worker_rows.WorkerStatements.for_tables(self.tables)
         self._rates = rates.RateStatements.for_tables(self.tables)
         #: The types with a rate limit: a claim of another type reads no window.
         self._limited = LimitedTypes((clock or SYSTEM_CLOCK).monotonic)
@@ -239,8 +237,7 @@ class PostgresJobQueue(StoreBase):
             version = self._db.run(
                 "startup", lambda cur: schema.read_version(cur, t), repeatable=True
             )
-            schema.check_not_newer(version, t)
-            for migration in schema.pending_migrations(version):
+            for migration in schema.pending_migrations(version, t):
 
                 def apply(cur: Tx, migration: schema.Migration = migration) -> bool:
                     return schema.apply_migration(cur, migration, t)
@@ -337,44 +334,41 @@ class PostgresJobQueue(StoreBase):
 
     # -- schedules (durabl.stores.postgres.schedules) ----------------------------------
     def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        st = self._schedules
-        self._run("upsert_schedule", lambda cur: schedules.upsert(cur, st, schedule, next_run_at))
+        self._run(
+            "upsert_schedule", lambda cur: schedules.upsert(cur, self._q, schedule, next_run_at)
+        )
 
     def load_schedules(self) -> list[Schedule]:
-        st = self._schedules
-        return self._read("load_schedules", lambda cur: schedules.load(cur, st))
+        return self._read("load_schedules", lambda cur: schedules.load(cur, self._q))
 
     def delete_schedule(self, name: str) -> bool:
-        st = self._schedules
-        return self._run("delete_schedule", lambda cur: schedules.delete(cur, st, name))
+        return self._run("delete_schedule", lambda cur: schedules.delete(cur, self._q, name))
 
     def fire_schedule(
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         now = self._now_param()
         rows = [(tick, job, writes.new_row(job, self._channel, now)) for tick, job in jobs]
-        st, q, locks = self._schedules, self._q, self._locks
+        q, locks = self._q, self._locks
         return self._run(
             "fire_schedule",
-            lambda cur: schedules.fire(cur, st, q, locks, schedule, next_run_at, rows),
+            lambda cur: schedules.fire(cur, q, locks, schedule, next_run_at, rows),
         )
 
     # -- workers registry (durabl.stores.postgres.workers) ---------------------------------
     def upsert_worker(self, info: WorkerInfo) -> None:
-        ws = self._workers
-        self._run("upsert_worker", lambda cur: worker_rows.upsert(cur, ws, info))
+        self._run("upsert_worker", lambda cur: worker_rows.upsert(cur, self._q, info))
 
     def load_workers(self) -> list[WorkerInfo]:
-        ws = self._workers
-        return self._read("load_workers", lambda cur: worker_rows.load(cur, ws))
+        return self._read("load_workers", lambda cur: worker_rows.load(cur, self._q))
 
     def delete_worker(self, worker_id: str) -> bool:
-        ws = self._workers
-        return self._run("delete_worker", lambda cur: worker_rows.delete(cur, ws, worker_id))
+        return self._run("delete_worker", lambda cur: worker_rows.delete(cur, self._q, worker_id))
 
     def prune_workers(self, last_seen_before: datetime) -> int:
-        ws = self._workers
-        return self._run("prune_workers", lambda cur: worker_rows.prune(cur, ws, last_seen_before))
+        return self._run(
+            "prune_workers", lambda cur: worker_rows.prune(cur, self._q, last_seen_before)
+        )
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_param()

@@ -24,10 +24,9 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 
 from durabl.model import migrations
-from durabl.model.exceptions import SchemaError
+from durabl.model.migrations import VERSION_KEY
 from durabl.stores.postgres.sql import ident, literal
 
-VERSION_KEY = "schema_version"
 MAX_CHANNEL_BYTES = 63  # NAMEDATALEN - 1: pg_notify refuses longer channel names
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
@@ -76,6 +75,8 @@ class Tables:
             "logs": self.qualified("_logs"),
             "receipts": self.qualified("_receipts"),
             "meta": self.qualified("_meta"),
+            "schedules": self.qualified("_schedules"),
+            "workers": self.qualified("_workers"),
             "channel": literal(self.channel),
         }
 
@@ -270,8 +271,21 @@ MIGRATIONS: list[Migration] = [
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
 
+#: The way out besides upgrading that a refusal names.
+ELSEWHERE = "point this process at another table= name"
+
+
+def _schema() -> migrations.VersionedSchema[Migration]:
+    # Built per use from MIGRATIONS as it is now (tests append a migration of their own).
+    return migrations.VersionedSchema(MIGRATIONS, elsewhere=ELSEWHERE)
+
+
 def latest_version() -> int:
-    return migrations.latest_version(MIGRATIONS)
+    return _schema().latest
+
+
+def _holder(t: Tables) -> str:
+    return f"PostgreSQL table set {t.table!r}"
 
 
 def read_version(cur: Cursor[DictRow], t: Tables) -> int:
@@ -286,27 +300,17 @@ def read_version(cur: Cursor[DictRow], t: Tables) -> int:
     found = cur.fetchone()
     if found is None:
         return 0
-    text = str(found["value"]).strip()
-    if text.isascii() and text.isdigit():
-        return int(text)
-    raise SchemaError(
-        f"PostgreSQL table {t.qualified('_meta')} holds a corrupt durabl {VERSION_KEY}: "
-        f"{found['value']!r} is not a version number. durabl will not guess which migrations "
-        "the tables need: restore them, or point this process at another table= name."
+    return migrations.stored_version(
+        found["value"],
+        holder=f"PostgreSQL table {t.qualified('_meta')}",
+        fix=f"restore the tables, or {ELSEWHERE}",
     )
 
 
-def check_not_newer(version: int, t: Tables) -> None:
-    migrations.check_not_newer(
-        version,
-        latest_version(),
-        holder=f"PostgreSQL table set {t.table!r}",
-        elsewhere="point this process at another table= name",
-    )
-
-
-def pending_migrations(version: int) -> list[Migration]:
-    return migrations.pending_migrations(MIGRATIONS, version)
+def pending_migrations(version: int, t: Tables) -> list[Migration]:
+    """The migrations the tables of ``t``, found at ``version``, still need (refused when a
+    newer release wrote them)."""
+    return _schema().pending(version, _holder(t))
 
 
 def apply_migration(cur: Cursor[DictRow], migration: Migration, t: Tables) -> bool:
@@ -316,9 +320,7 @@ def apply_migration(cur: Cursor[DictRow], migration: Migration, t: Tables) -> bo
     cur.execute("SELECT pg_advisory_xact_lock(%(k)s, 0)", {"k": t.schema_lock_class})
     meta = t.qualified("_meta")
     cur.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)")
-    version = read_version(cur, t)
-    check_not_newer(version, t)
-    if version >= number:
+    if not _schema().needs(number, read_version(cur, t), _holder(t)):
         return False
     for statement in migrate(t):
         cur.execute(statement)

@@ -386,6 +386,41 @@ STATEMENTS: dict[str, str] = {
         "AND run_at > {now} GROUP BY type"
     ),
     "server_now": "SELECT {now} AS now",
+    # -- schedules (durabl.stores.postgres.schedules) -----------------------------------
+    "upsert_schedule": (
+        "INSERT INTO {schedules} AS s (name, definition, next_run_at) "
+        "VALUES (%(name)s, %(definition)s, %(next)s) "
+        "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, "
+        "next_run_at = excluded.next_run_at WHERE s.definition <> excluded.definition"
+    ),
+    "load_schedules": (
+        "SELECT name, definition, next_run_at, last_run_at, last_job_id FROM {schedules} "
+        "ORDER BY name"
+    ),
+    "delete_schedule": "DELETE FROM {schedules} WHERE name = %(name)s",
+    "advance_schedule": (
+        "UPDATE {schedules} SET next_run_at = %(next)s, "
+        "last_run_at = coalesce(%(last)s, last_run_at) "
+        "WHERE name = %(name)s AND next_run_at = %(expected)s "
+        "AND definition = %(definition)s"
+    ),
+    "schedule_last_job": "UPDATE {schedules} SET last_job_id = %(job_id)s WHERE name = %(name)s",
+    # -- the workers registry (durabl.stores.postgres.workers) --------------------------
+    "upsert_worker": (
+        "INSERT INTO {workers} (id, host, pid, concurrency, started_at, last_seen, active, "
+        "heartbeat_interval) VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s::jsonb, "
+        "%(started_at)s, %(last_seen)s, %(active)s, %(heartbeat_interval)s) "
+        "ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
+        "concurrency = excluded.concurrency, started_at = excluded.started_at, "
+        "last_seen = excluded.last_seen, active = excluded.active, "
+        "heartbeat_interval = excluded.heartbeat_interval"
+    ),
+    "load_workers": (
+        "SELECT id, host, pid, concurrency, started_at, last_seen, active, "
+        "heartbeat_interval FROM {workers} ORDER BY id"
+    ),
+    "delete_worker": "DELETE FROM {workers} WHERE id = %(id)s",
+    "prune_workers": "DELETE FROM {workers} WHERE last_seen < %(before)s",
 }
 
 
@@ -457,6 +492,15 @@ class Queries:
     job_types: str
     next_due: str
     server_now: str
+    upsert_schedule: str
+    load_schedules: str
+    delete_schedule: str
+    advance_schedule: str
+    schedule_last_job: str
+    upsert_worker: str
+    load_workers: str
+    delete_worker: str
+    prune_workers: str
 
     def __init__(self, names: dict[str, str]) -> None:
         values = _Keep(names)

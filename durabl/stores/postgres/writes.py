@@ -22,7 +22,6 @@ from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     ATTEMPTS_KEPT,
-    CANCELLED,
     AttemptOutcome,
     CancelOutcome,
     JobResult,
@@ -313,7 +312,7 @@ def end_cancelled(
 ) -> ResultStatus | None:
     """End the fenced claim as ``cancelled`` (``reason`` its fail reason and the attempt's
     error)."""
-    reason = reason or CANCELLED
+    reason = rules.cancelled_reason(reason)
     done = terminal(cur, q, params, "cancelled", outcome="cancelled", error=reason, reason=reason)
     return "cancelled" if done else None
 

@@ -200,8 +200,7 @@ class SqliteJobQueue(StoreBase):
                     f"newer (for UPDATE ... RETURNING); this Python has {sqlite3.sqlite_version}"
                 )
             version = self._db.run("startup", schema.read_version, write=False)
-            schema.check_not_newer(version, self.path)
-            for migration in schema.pending_migrations(version):
+            for migration in schema.pending_migrations(version, self.path):
                 apply = functools.partial(
                     schema.apply_migration, migration=migration, path=self.path
                 )
@@ -567,11 +566,8 @@ class SqliteJobQueue(StoreBase):
     def find_jobs(
         self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
     ) -> list[Job[Any]]:
-        where, params = queries.filters(filters)
-        failed = filters.status == "failed"
         return self._read(
-            "list_jobs",
-            lambda conn: queries.list_jobs(conn, where, params, failed, limit, offset, order),
+            "list_jobs", lambda conn: queries.list_jobs(conn, filters, limit, offset, order)
         )
 
     def count_matching(self, filters: JobFilter) -> int:

@@ -111,18 +111,15 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
 
 
 def list_jobs(
-    conn: sqlite3.Connection,
-    where: str,
-    params: dict[str, Any],
-    failed: bool,
-    limit: int,
-    offset: int,
-    sort: JobOrder | None = None,
+    conn: sqlite3.Connection, selection: JobFilter, limit: int, offset: int, sort: JobOrder | None
 ) -> list[Job[Any]]:
+    """The jobs ``selection`` selects, in ``sort`` order or newest first (failed jobs by
+    failure time), ``offset`` skipped, at most ``limit`` (0: no limit)."""
+    where, params = filters(selection)
     if sort is not None:  # the field is one of JOB_ORDER_FIELDS, never user text
         order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
     else:
-        order = "finished_at DESC, seq DESC" if failed else "seq DESC"
+        order = "finished_at DESC, seq DESC" if selection.status == "failed" else "seq DESC"
     rows = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} "
         "LIMIT :limit OFFSET :offset",

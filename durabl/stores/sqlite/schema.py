@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable
 
 from durabl.model import migrations
-from durabl.model.exceptions import SchemaError
+from durabl.model.migrations import VERSION_KEY
 
 META_TABLE = "durabl_meta"
 JOBS_TABLE = "durabl_jobs"
@@ -21,7 +21,6 @@ RECEIPTS_TABLE = "durabl_receipts"
 SCHEDULES_TABLE = "durabl_schedules"
 RATE_LIMITS_TABLE = "durabl_rate_limits"
 WORKERS_TABLE = "durabl_workers"
-VERSION_KEY = "schema_version"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -214,8 +213,17 @@ MIGRATIONS: list[Migration] = [
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
 
+#: The way out besides upgrading that a refusal names.
+ELSEWHERE = "point this process at another file"
+
+
+def _schema() -> migrations.VersionedSchema[Migration]:
+    # Built per use from MIGRATIONS as it is now (tests append a migration of their own).
+    return migrations.VersionedSchema(MIGRATIONS, elsewhere=ELSEWHERE)
+
+
 def latest_version() -> int:
-    return migrations.latest_version(MIGRATIONS)
+    return _schema().latest
 
 
 def _has_meta(conn: sqlite3.Connection) -> bool:
@@ -232,14 +240,10 @@ def read_version(conn: sqlite3.Connection) -> int:
     row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (VERSION_KEY,)).fetchone()
     if row is None:
         return 0
-    value = row[0]
-    text = value.strip() if isinstance(value, str) else ""
-    if text.isascii() and text.isdigit():
-        return int(text)
-    raise SchemaError(
-        f"SQLite file {_file_of(conn)} has a corrupt durabl {VERSION_KEY}: {value!r} in "
-        f"table {META_TABLE} is not a version number. durabl will not guess which migrations "
-        "the file needs: restore it from a backup, or point this process at another file."
+    return migrations.stored_version(
+        row[0],
+        holder=f"SQLite file {_file_of(conn)} (table {META_TABLE})",
+        fix=f"restore it from a backup, or {ELSEWHERE}",
     )
 
 
@@ -251,17 +255,10 @@ def _file_of(conn: sqlite3.Connection) -> str:
     return "?"  # pragma: no cover - every connection has a main database
 
 
-def check_not_newer(version: int, path: str) -> None:
-    migrations.check_not_newer(
-        version,
-        latest_version(),
-        holder=f"SQLite file {path}",
-        elsewhere="point this process at another file",
-    )
-
-
-def pending_migrations(version: int) -> list[Migration]:
-    return migrations.pending_migrations(MIGRATIONS, version)
+def pending_migrations(version: int, path: str) -> list[Migration]:
+    """The migrations the file at ``path``, found at ``version``, still needs (refused when
+    a newer release wrote it)."""
+    return _schema().pending(version, f"SQLite file {path}")
 
 
 def apply_migration(conn: sqlite3.Connection, migration: Migration, path: str) -> bool:
@@ -269,9 +266,7 @@ def apply_migration(conn: sqlite3.Connection, migration: Migration, path: str) -
     got there first. Returns whether it ran."""
     number, migrate = migration
     conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
-    version = read_version(conn)
-    check_not_newer(version, path)
-    if version >= number:
+    if not _schema().needs(number, read_version(conn), f"SQLite file {path}"):
         return False
     migrate(conn)
     conn.execute(

@@ -17,7 +17,6 @@ from durabl.model import rules
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     ATTEMPTS_KEPT,
-    CANCELLED,
     AttemptOutcome,
     CancelOutcome,
     JobResult,
@@ -426,7 +425,7 @@ def end_cancelled(
     conn: sqlite3.Connection, params: dict[str, Any], reason: str | None, fence: str = FENCE
 ) -> ResultStatus | None:
     """End the claim as ``cancelled`` (``reason`` its fail reason and the attempt's error)."""
-    reason = reason or CANCELLED
+    reason = rules.cancelled_reason(reason)
     values = {**params, "reason": reason, **ending("cancelled", reason)}
     done = set_terminal(conn, values, "cancelled", ", fail_reason = :reason", fence)
     return "cancelled" if done else None
