@@ -59,15 +59,27 @@ def expire_leases(clock: FakeClock, backend: Backend, vt: float = VT) -> None:
 def second_view(backend: Backend, clock: FakeClock) -> Backend:
     """Another backend object over the same store (another process, in effect); the same
     object for a store that lives inside one object."""
+    view: Backend
     if isinstance(backend, MongoJobQueue):
-        return MongoJobQueue(backend.db, backend.collection_name, clock=clock)
-    path = getattr(backend, "path", None)
-    if isinstance(path, str):  # a file-backed store, such as SQLite
-        return type(backend)(path, clock=clock)  # type: ignore[call-arg]
-    table = getattr(backend, "table", None)
-    if isinstance(table, str):  # a server store on named tables, such as PostgreSQL
-        return type(backend)(backend.url, table=table, clock=clock)  # type: ignore[attr-defined,call-arg]
-    return backend
+        view = MongoJobQueue(backend.db, backend.collection_name, clock=clock)
+    elif isinstance(path := getattr(backend, "path", None), str):  # a file store (SQLite)
+        view = type(backend)(path, clock=clock)  # type: ignore[call-arg]
+    elif isinstance(table := getattr(backend, "table", None), str):  # PostgreSQL tables
+        view = type(backend)(backend.url, table=table, clock=clock)  # type: ignore[attr-defined,call-arg]
+    else:
+        return backend
+    OPEN_VIEWS.append(view)
+    return view
+
+
+OPEN_VIEWS: list[Backend] = []
+"""The views :func:`second_view` made; the contract suite's conftest closes them after each
+test (a PostgreSQL view holds a connection pool and its threads)."""
+
+
+def close_views() -> None:
+    while OPEN_VIEWS:
+        OPEN_VIEWS.pop().close()
 
 
 def unstarted_sibling(backend: Backend, clock: FakeClock) -> Backend:

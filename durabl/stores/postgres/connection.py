@@ -295,7 +295,7 @@ class Database:
                     max_size=max_size,
                     timeout=POOL_TIMEOUT,
                     open=False,
-                    name="durabl",
+                    name="durabl-pg-pool",  # its threads: durabl-pg-pool-worker-N, -scheduler
                 )
                 self._pool.open()
             return self._pool
