@@ -425,9 +425,14 @@ class MongoJobQueue(StoreBase):
                 return None, True
             if doc is None:
                 return None, False
+            return settle(doc)
+
+        def settle(doc: dict[str, Any]) -> tuple[JobHandle[Any] | None, bool]:
+            """Hand out a job this claim holds once its key (if any) has a slot."""
             keyed = doc.get(flow.KEY) is not None
             self._keys_seen = self._keys_seen or keyed
-            if keyed and usage is not None and not flow.take_slot(col, doc, token, usage):
+            needs_slot = keyed and doc.get(flow.SLOT) is None
+            if needs_slot and not flow.take_slot(col, doc, token, usage or flow.KeyUsage()):
                 flow.unclaim(col, doc["_id"], token, now)  # the key had no room
                 return None, True
             self._claims.remember(token, doc)
@@ -448,8 +453,9 @@ class MongoJobQueue(StoreBase):
             doc = self.store.call("claim", taken)
             if doc is None:
                 raise
-            self._claims.remember(token, doc)
-            return handle_for(codec.to_job(doc), token, self), False
+            # The lost reply may have come from the slot's write: a keyed job found without
+            # its slot takes one now (or goes back), like a claim that met no fault.
+            return self.store.call("claim", lambda: settle(doc))
 
     def claim_due(
         self, type: str, limit: int, lease_owner: str, starting: int | None
