@@ -135,3 +135,61 @@ def test_a_held_copy_left_by_a_dead_writer_is_released_once() -> None:
     assert job.id == job_id and job.run_at == outbox[0]["run_at"]
     run_and_delete_the_tick(store, job_id)
     assert store.claim("tick", limit=5, lease_owner="w") == []
+
+
+def test_a_late_copy_left_by_a_writer_that_died_is_swept_by_the_reaper() -> None:
+    """A paused writer inserts its copy after the tick ran and was deleted, then dies before
+    deleting it: the copy would stay pending at year 9999, holding its dedupe slot. The
+    reaper's sweep deletes it; it never runs."""
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    job_id = str(outbox[0]["_id"])
+    clock.advance(11)
+    queue.scheduler.run_once()  # another scheduler finishes the outbox
+    run_and_delete_the_tick(store, job_id)
+    real_call = store.store.call
+    seen: list[str] = []
+
+    def dies_after_own(operation: str, fn: Any, **kw: Any) -> Any:
+        if seen and seen[-1] == "own":
+            raise SystemExit  # the process dies before deleting its late copy
+        seen.append(getattr(fn, "__name__", ""))
+        return real_call(operation, fn, **kw)
+
+    store.store.call = dies_after_own  # type: ignore[method-assign]
+    try:
+        store.schedules.finish("s", outbox)
+    except SystemExit:
+        pass
+    store.store.call = real_call  # type: ignore[method-assign]
+    late = store.get_job(job_id)
+    assert late is not None and late.status == "pending" and late.run_at.year == 9999
+    store.reap(30)
+    assert store.get_job(job_id) is None
+    assert store.count_jobs(type="tick") == 0
+
+
+def test_the_sweep_leaves_a_held_copy_that_a_finisher_will_release() -> None:
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    job_id = str(outbox[0]["_id"])
+    real_call = store.store.call
+
+    def dies_after_insert(operation: str, fn: Any, **kw: Any) -> Any:
+        if getattr(fn, "__name__", "") == "own":
+            raise SystemExit
+        return real_call(operation, fn, **kw)
+
+    store.store.call = dies_after_insert  # type: ignore[method-assign]
+    try:
+        store.schedules.finish("s", outbox)
+    except SystemExit:
+        pass
+    store.store.call = real_call  # type: ignore[method-assign]
+    clock.advance(11)
+    store.reap(30)  # its outbox entry has no owner yet: the tick's real job
+    held = store.get_job(job_id)
+    assert held is not None and held.run_at.year == 9999
+    queue.scheduler.run_once()
+    (job,) = store.list_jobs(type="tick")
+    assert job.id == job_id and job.run_at == outbox[0]["run_at"]

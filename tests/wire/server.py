@@ -100,6 +100,17 @@ def _flow_control_read(request: Request) -> bool:
     return False
 
 
+def _held_ticks_sweep(request: Request) -> bool:
+    """The reaper's look for schedule tick copies left held
+    (:meth:`durabl.stores.mongo.schedules.MongoSchedules.sweep_held`)."""
+    doc = request.doc
+    return (
+        request.command_name == "find"
+        and doc.get("find") == COLLECTION
+        and "schedule_hold" in (doc.get("filter") or {})
+    )
+
+
 def _workers_registry(request: Request) -> bool:
     """A write or read of the live workers registry (durabl.stores.mongo.workers), which a
     queue running processors makes every heartbeat interval, apart from any job."""
@@ -147,9 +158,10 @@ class Wire:
             return bool(request.ok(localTime=_now(), **self.hello))
         if name == "endsessions":
             return bool(request.ok())
-        if _flow_control_read(request):
-            # A claim's flow-control reads (durabl.stores.mongo.flow), answered as for a
-            # store whose jobs use no concurrency key or rate limit.
+        if _flow_control_read(request) or _held_ticks_sweep(request):
+            # A claim's flow-control reads (durabl.stores.mongo.flow) and the reaper's
+            # sweep of held tick copies, answered as for a store whose jobs use no
+            # concurrency key or rate limit and that has no tick copy left held.
             ns = f"durabl.{request.doc.get(request.command_name)}"
             return bool(request.ok(cursor={"id": 0, "ns": ns, "firstBatch": []}))
         if _workers_registry(request):

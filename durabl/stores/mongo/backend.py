@@ -940,7 +940,9 @@ class MongoJobQueue(StoreBase):
 
     # -- recovery and operations (the reaper and the queries) -----------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
-        return self.reaper.reap(visibility_timeout, limit=limit)
+        report = self.reaper.reap(visibility_timeout, limit=limit)
+        self.schedules.sweep_held()
+        return report
 
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
         return self.queries.has_outstanding(type, dedupe_key)

@@ -53,6 +53,12 @@ INDEXES: tuple[IndexSpec, ...] = (
         [("concurrency_key", 1), ("status", 1)],
         {"partialFilterExpression": {"concurrency_key": {"$exists": True}}},
     ),
+    # The reaper's sweep of schedule tick copies left held (durabl.stores.mongo.schedules).
+    IndexSpec(
+        "durabl_schedule_hold",
+        [("schedule_hold", 1)],
+        {"partialFilterExpression": {"schedule_hold": {"$exists": True}}},
+    ),
     # Stats per type and status; oldest due pending job per type.
     IndexSpec("durabl_type_status", [("type", 1), ("status", 1), ("run_at", 1)]),
     # Failed jobs newest first; counts by status across types.

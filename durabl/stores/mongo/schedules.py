@@ -229,3 +229,30 @@ class MongoSchedules:
         else:  # a copy inserted after the tick's job ran and was deleted
             self.store.call("fire_schedule", lambda: jobs.delete_one({"_id": job_id, HOLD: nonce}))
         return str(job_id)
+
+    def sweep_held(self, *, limit: int = 100) -> int:
+        """Delete the held copies nobody will release (run by the reaper's sweep): a paused
+        writer that inserted a late copy (its tick already finished) and died before
+        deleting it leaves one pending at :data:`HELD_RUN_AT`, where it would hold its
+        dedupe slot for good and count as pending. A held copy is deleted only when its
+        outbox entry is gone or is owned by another nonce; one whose entry has no owner
+        yet, or owns it, is the tick's real job (a finisher releases it). No age is needed:
+        the delete is fenced on the copy's nonce, and the owner's copy is released before
+        its entry is cleared, so a copy read held whose entry is gone is a late one (or was
+        released meanwhile, and the fenced delete matches nothing). The number deleted."""
+        jobs = self.store.col
+
+        def sweep() -> int:
+            deleted = 0
+            held = jobs.find({HOLD: {"$exists": True}}, {HOLD: 1}).limit(limit)
+            for copy in list(held):
+                state = self.col.find_one({"outbox._id": copy["_id"]}, {"outbox": 1})
+                outbox = state["outbox"] if state else ()
+                entry = next((e for e in outbox if e.get("_id") == copy["_id"]), None)
+                if entry is not None and entry.get(OWNER) in (None, copy[HOLD]):
+                    continue
+                done = jobs.delete_one({"_id": copy["_id"], HOLD: copy[HOLD]})
+                deleted += done.deleted_count
+            return deleted
+
+        return int(self.store.call("reap", sweep))
