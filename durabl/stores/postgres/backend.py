@@ -244,6 +244,8 @@ class PostgresJobQueue(StoreBase):
 
                 self._db.run(f"schema migration {migration[0]}", apply, repeatable=True)
             self._started = True
+        # Which types have a rate limit, read once here (then when 30 s old, at a claim).
+        self._limited.refresh(self._limited_types)
 
     def schema_version(self) -> SchemaVersion:
         """The tables' schema version (0: not created yet), read without migrating."""
