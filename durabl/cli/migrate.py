@@ -29,7 +29,15 @@ def run_migrate(url: str, *, check: bool, out: TextIO) -> int:
         before = backend.schema_version()
         if check:
             if before is None:
-                print(f"{where}: no versioned schema; `durabl migrate` ensures indexes", file=out)
+                pending = backend.pending_setup()
+                if pending:
+                    print(
+                        f"{where}: setup pending: missing {', '.join(pending)}; "
+                        "run `durabl migrate`",
+                        file=out,
+                    )
+                    return 1
+                print(f"{where}: no versioned schema; nothing pending", file=out)
                 return 0
             if before.pending:
                 print(

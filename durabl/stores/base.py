@@ -160,6 +160,11 @@ class Backend(FencedWrites, Protocol):
         without changing anything (``durabl migrate --check``); None for a store without
         a versioned schema (its ``startup()`` only ensures indexes, or does nothing)."""
 
+    def pending_setup(self) -> tuple[str, ...]:
+        """For a store without a versioned schema: what ``startup()`` would still create
+        (MongoDB: the names of its missing indexes), read without changing anything, so
+        ``durabl migrate --check`` asks the store rather than assuming."""
+
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
         """Store a pending job; None id when its dedupe slot is taken.
@@ -391,6 +396,10 @@ class StoreBase(ABC):
     def schema_version(self) -> SchemaVersion | None:
         """No versioned schema unless the store says otherwise."""
         return None
+
+    def pending_setup(self) -> tuple[str, ...]:
+        """Nothing to create unless the store says otherwise."""
+        return ()
 
     # -- transactional enqueue: a store that can sets the flag and writes the insert -----
     supports_transactional_enqueue: bool = False

@@ -115,3 +115,33 @@ def test_an_unreachable_server_fails_with_one_line_within_10_seconds() -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("durabl migrate: error: PostgreSQL unavailable")
     assert done.stderr.count("\n") == 1 and "s3cret" not in done.stderr
+
+
+def test_mongodb_check_asks_the_store_for_its_indexes(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "mongomock:///migrate_check"
+    code, out, err = migrate(capsys, "--url", url, "--check")
+    assert (code, err) == (1, "")
+    assert "setup pending: missing durabl_claim" in out and "run `durabl migrate`" in out
+
+    code, out, _ = migrate(capsys, "--url", url)
+    assert code == 0 and "indexes ensured" in out
+
+    code, out, _ = migrate(capsys, "--url", url, "--check")
+    assert code == 0 and "nothing pending" in out
+
+
+def test_mongodb_check_on_an_unreachable_server_fails_within_10_seconds() -> None:
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "durabl", "migrate", "--check", "--url", "mongodb://127.0.0.1:1/x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert time.monotonic() - began < 10
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("durabl migrate: error: ")
+    assert "MongoDB unavailable during pending_setup: 127.0.0.1:1" in done.stderr
+    assert done.stderr.count("\n") == 1

@@ -62,7 +62,7 @@ from durabl.stores.base import (
     Release,
     StoreBase,
 )
-from durabl.stores.mongo import cancel, codec, factory, flow
+from durabl.stores.mongo import cancel, codec, factory, flow, indexes
 from durabl.stores.mongo.attempts import (
     CLAIM_FIELDS,
     ClaimInfo,
@@ -199,6 +199,11 @@ class MongoJobQueue(StoreBase):
         which types have a rate limit (unless read lately)."""
         self.store.startup(change_streams=self.use_change_streams)
         self._limited.refresh(self._limited_types)
+
+    def pending_setup(self) -> tuple[str, ...]:
+        """The indexes ``startup()`` would create (none are created here)."""
+        col = self.store.col
+        return tuple(self.store.call("pending_setup", lambda: indexes.missing_indexes(col)))
 
     def close(self) -> None:
         self.store.close()

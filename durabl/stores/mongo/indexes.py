@@ -89,3 +89,15 @@ def ensure_indexes(col: Collection[dict[str, Any]], *, mongomock: bool = False) 
         if mongomock and options.get("unique"):
             options["sparse"] = True
         col.create_index(spec.keys, name=spec.name, **options)
+
+
+def missing_indexes(col: Collection[dict[str, Any]]) -> list[str]:
+    """The names of our indexes ``col`` lacks, read without creating any (an index of ours
+    with other keys counts as missing: ``startup()`` refuses it until it is dropped)."""
+    existing = col.index_information()
+    return [
+        spec.name
+        for spec in INDEXES
+        if spec.name not in existing
+        or [tuple(k) for k in existing[spec.name]["key"]] != [tuple(k) for k in spec.keys]
+    ]
