@@ -16,36 +16,22 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
-from durabl.model.job import (
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
+from durabl.stores import base
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
     Backend,
-    Completion,
     EnqueueResult,
-    Failure,
     InlineClaimResult,
-    Release,
     StoreBase,
 )
 from durabl.stores.memory.schedules import MemorySchedules
@@ -269,7 +255,7 @@ class MemoryBackend(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
@@ -278,11 +264,11 @@ class MemoryBackend(StoreBase):
             self._store.add_logs(rec, logs)
             return "applied" if rec.cancel_requested is None else "cancel-requested"
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         with self._store.lock:
             return [self._complete(c) for c in completions]
 
-    def _complete(self, completion: Completion) -> JobResult:
+    def _complete(self, completion: base.Completion) -> JobResult:
         token = completion.token
         rec = self._store.fence(completion.job_id, token, "complete")
         if isinstance(rec, JobResult):
@@ -303,7 +289,7 @@ class MemoryBackend(StoreBase):
         rec.fail_reason = reason
         return self._store.applied(rec, token, op, "cancelled", logs)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None:
@@ -325,7 +311,7 @@ class MemoryBackend(StoreBase):
             return self._end_cancelled(rec, token, "cancel", self.now(), logs)
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         op = failure.op
         with self._store.lock:
@@ -350,7 +336,7 @@ class MemoryBackend(StoreBase):
             return self._store.applied(rec, token, op, "retry-scheduled", logs)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
         attempt. The timeout needs no bound here: a memory write never blocks for long."""
@@ -371,8 +357,8 @@ class MemoryBackend(StoreBase):
             return self._store.applied(rec, token, "release", "released", logs)
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
@@ -384,7 +370,7 @@ class MemoryBackend(StoreBase):
             return "applied" if len(rec.journal) >= position + len(records) else "lease-lost"
 
     # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         with self._store.lock:
             now = self.now()
             cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
@@ -431,7 +417,7 @@ class MemoryBackend(StoreBase):
                     self._store.move(rec, "superseded", now)
                     superseded += 1
             ids = tuple(r.id for r in stuck)
-            return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
+            return model.ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
 
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
@@ -544,7 +530,7 @@ class MemoryBackend(StoreBase):
             del self._store.jobs[job_id]
             return True
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         with self._store.lock:
             now = self.now()
             rows = [r for r in self._store.jobs.values() if type is None or r.type == type]

@@ -22,6 +22,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import (
     BackendUnavailableError,
@@ -29,21 +30,7 @@ from durabl.model.exceptions import (
     DurablError,
 )
 from durabl.model.flow import LimitedTypes, RateLimit
-from durabl.model.job import (
-    AttemptOutcome,
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import (
     MAX_LOG_ENTRIES,
     PUSH_SAFETY_POLL_INTERVAL,
@@ -53,15 +40,8 @@ from durabl.model.options import (
 from durabl.model.rules import JobOrder, resolve_miss
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
-from durabl.stores.base import (
-    Completion,
-    EnqueueResult,
-    Failure,
-    InlineClaimResult,
-    PushListener,
-    Release,
-    StoreBase,
-)
+from durabl.stores import base
+from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow
 from durabl.stores.mongo.attempts import (
     CLAIM_FIELDS,
@@ -215,7 +195,7 @@ class MongoJobQueue(StoreBase):
             return "push pickup is not verified yet (the store's startup() has not run)"
         return None
 
-    def open_push(self, listener: PushListener) -> Watcher:
+    def open_push(self, listener: base.PushListener) -> Watcher:
         """The change-stream watcher for a queue (not started): see
         :mod:`durabl.stores.mongo.changestream`."""
         if not self.supports_push:
@@ -637,7 +617,7 @@ class MongoJobQueue(StoreBase):
         update: dict[str, Any],
         logs: Sequence[LogEntry],
         *,
-        ending: tuple[datetime, AttemptOutcome, str | None],
+        ending: tuple[datetime, model.AttemptOutcome, str | None],
         on_duplicate: Callable[[ObjectId, ClaimInfo | None], JobResult] | None = None,
         timeout: float | None = None,
         unless_cancelled: bool = False,
@@ -699,7 +679,7 @@ class MongoJobQueue(StoreBase):
             return JobResult("cancelled")
         return self._resolve_miss(oid, token, op)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "not-cancellable"
@@ -721,14 +701,14 @@ class MongoJobQueue(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "lease-lost"
         update: dict[str, Any] = {"$set": {"heartbeat_at": self.now()}}
         self._push_logs(update, logs)
 
-        def beat() -> HeartbeatResult:
+        def beat() -> model.HeartbeatResult:
             fence = {"_id": oid, "claim_token": token, "status": "active"}
             if self.store.col.update_one({**fence, **cancel.NOT_CANCELLED}, update).matched_count:
                 return "applied"
@@ -738,7 +718,7 @@ class MongoJobQueue(StoreBase):
 
         return self.store.call("heartbeat", beat)
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         """``complete``: one fenced update. ``complete_many``: one unordered ``bulk_write`` with
         each one's fenced update and receipt. When every update matched, all are
         ``completed``; else each is resolved from its job's receipts, which also answers a
@@ -749,7 +729,7 @@ class MongoJobQueue(StoreBase):
             (one,) = completions
             kept = codec.result_fields(one.result)
             update_doc = codec.terminal_update("completed", now, **kept)
-            ending: tuple[datetime, AttemptOutcome, str | None] = (now, "completed", None)
+            ending: tuple[datetime, model.AttemptOutcome, str | None] = (now, "completed", None)
             return [
                 self._fenced(
                     one.job_id,
@@ -763,7 +743,7 @@ class MongoJobQueue(StoreBase):
             ]
         claims = self._batch_claims(completions)
 
-        def update(completion: Completion) -> dict[str, Any]:
+        def update(completion: base.Completion) -> dict[str, Any]:
             kept = codec.result_fields(completion.result)
             doc = codec.terminal_update("completed", now, **kept)
             claim = claims.get(completion.token)
@@ -783,7 +763,7 @@ class MongoJobQueue(StoreBase):
 
         return batch.answers(self.store.call(op, write) if requests else [])
 
-    def _batch_claims(self, completions: Sequence[Completion]) -> dict[str, ClaimInfo]:
+    def _batch_claims(self, completions: Sequence[base.Completion]) -> dict[str, ClaimInfo]:
         """The claim of each completion by token: remembered, or (claims another backend
         object made) read in one query."""
         claims: dict[str, ClaimInfo] = {}
@@ -810,7 +790,7 @@ class MongoJobQueue(StoreBase):
         return claims
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         op, reason, kind = failure.op, failure.reason, failure.kind
         terminal = (failure.terminal_outcome, failure.error)
@@ -890,7 +870,7 @@ class MongoJobQueue(StoreBase):
         return self._resolve_miss(oid, token, op)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         now = self.now()
         update = (
@@ -915,8 +895,8 @@ class MongoJobQueue(StoreBase):
         )
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "lease-lost"
@@ -929,7 +909,7 @@ class MongoJobQueue(StoreBase):
         update = {"$push": {"journal": {"$each": [dict(r) for r in records]}}}
         last = position + len(records) - 1
 
-        def write() -> JournalAppendResult:
+        def write() -> model.JournalAppendResult:
             if self.store.col.update_one(query, update).matched_count == 1:
                 return "applied"
             # Only the claim holder appends: entries past ``position`` are this append.
@@ -939,7 +919,7 @@ class MongoJobQueue(StoreBase):
         return self.store.call("append_journal", write)
 
     # -- recovery and operations (the reaper and the queries) -----------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         report = self.reaper.reap(visibility_timeout, limit=limit)
         self.schedules.sweep_held()
         return report
@@ -982,7 +962,7 @@ class MongoJobQueue(StoreBase):
     def run_now_selected(self, filters: JobFilter) -> int:
         return self.queries.run_now_selected(filters)
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         return self.queries.get_stats(type)
 
     def job_types(self) -> list[str]:
