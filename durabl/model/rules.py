@@ -47,6 +47,20 @@ def cancelled_reason(requested: str | None) -> str:
     return requested or CANCELLED
 
 
+def created_claimed(token: str, now: Any, lease_owner: str) -> dict[str, Any]:
+    """The fields that make a job being created already claimed (``claim_or_enqueue``'s
+    inline run): active, its first attempt counted, held by ``token`` since ``now`` (in
+    the store's own representation of an instant)."""
+    return {
+        "status": "active",
+        "attempts": 1,
+        "claim_token": token,
+        "claimed_at": now,
+        "heartbeat_at": now,
+        "lease_owner": lease_owner,
+    }
+
+
 ReapDecision = Literal["refund", "recover", "stall"]
 
 

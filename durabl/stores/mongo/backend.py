@@ -37,7 +37,7 @@ from durabl.model.options import (
     RECEIPTS_KEPT,
     NewJob,
 )
-from durabl.model.rules import JobOrder, resolve_miss
+from durabl.model.rules import JobOrder, created_claimed, resolve_miss
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base
@@ -334,14 +334,7 @@ class MongoJobQueue(StoreBase):
         doc = codec.new_document(job, now)
         codec.check_document_size(job.type, doc)
         token = self._new_token()
-        doc.update(
-            status="active",
-            attempts=1,
-            claim_token=token,
-            claimed_at=now,
-            heartbeat_at=now,
-            lease_owner=lease_owner,
-        )
+        doc.update(created_claimed(token, now, lease_owner))
         if not self._insert(doc):
             return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
         if job.dedupe_key is not None:

@@ -22,7 +22,7 @@ from durabl.model.flow import RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder
+from durabl.model.rules import JobOrder, created_claimed
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base
@@ -237,22 +237,15 @@ class SqliteJobQueue(StoreBase):
                 enq = writes.enqueue(conn, job, row)
                 if enq.job_id is None:
                     return InlineClaimResult(None, None, enq.coalesced)
-                params = {"job_id": enq.job_id}
-                handles = self._claim_in(conn, writes.BY_ID, params, 1, now, lease_owner)
+                params = {"job_id": enq.job_id, "now": now, "owner": lease_owner}
+                handles = self._claim_in(conn, writes.BY_ID, params, 1)
                 if not handles:  # the key has an active run: the new job is its follower
                     return InlineClaimResult(None, enq.job_id)
                 return InlineClaimResult(handles[0])
 
             return self._write("claim_or_enqueue", follow)
         token = uuid.uuid4().hex
-        row.update(
-            status="active",
-            attempts=1,
-            claim_token=token,
-            claimed_at=now,
-            heartbeat_at=now,
-            lease_owner=lease_owner,
-        )
+        row.update(created_claimed(token, now, lease_owner))
 
         def create(conn: sqlite3.Connection) -> InlineClaimResult:
             if job.dedupe_key is not None:
@@ -303,11 +296,11 @@ class SqliteJobQueue(StoreBase):
         candidates: str,
         params: dict[str, Any],
         limit: int,
-        now: int,
-        owner: str,
         reserve: bool = False,
     ) -> list[JobHandle[Any]]:
-        rows = writes.claim(conn, candidates, params, limit, now, owner, reserve)
+        """Claim through :func:`writes.claim` (``params`` with ``now`` and ``owner``) and
+        read the claimed jobs' logs: their handles in claim order."""
+        rows = writes.claim(conn, candidates, params, limit, reserve)
         if not rows:
             return []
         logs = queries.load_logs(conn, [r["id"] for r in rows])
@@ -323,33 +316,27 @@ class SqliteJobQueue(StoreBase):
         now = self._now_ms()
         if not self._read("claim", lambda conn: queries.has_due(conn, type, now)):
             return []  # an idle poll reads; it never queues behind writers for the lock
-        params = {"type": type}
-        return self._write(
-            "claim",
-            lambda conn: self._claim_due(conn, params, limit, now, lease_owner, starting),
-        )
+        params = {"type": type, "now": now, "owner": lease_owner}
+        return self._write("claim", lambda conn: self._claim_due(conn, params, limit, starting))
 
     def _claim_due(
         self,
         conn: sqlite3.Connection,
         params: dict[str, Any],
         limit: int,
-        now: int,
-        owner: str,
         starting: int | None,
     ) -> list[JobHandle[Any]]:
+        now = params["now"]
         rate = rates.allowance(conn, params["type"], now)
         if rate is not None:
             limit = min(limit, rate[1])
             if not limit:
                 return []  # the window is full: nothing written until the next one
         first = limit if starting is None else min(starting, limit)
-        handles = (
-            self._claim_in(conn, writes.DUE_OF_TYPE, params, first, now, owner) if first else []
-        )
+        handles = self._claim_in(conn, writes.DUE_OF_TYPE, params, first) if first else []
         if len(handles) == first < limit:
             ahead = limit - first
-            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, now, owner, True)
+            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, reserve=True)
         if rate is not None and handles:
             rates.count(conn, params["type"], rate[0], now, len(handles))
         return handles
@@ -371,10 +358,9 @@ class SqliteJobQueue(StoreBase):
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
     ) -> JobHandle[Any] | None:
         now = self._now_ms()
-        params = {"type": type, "key": dedupe_key}
+        params = {"type": type, "key": dedupe_key, "now": now, "owner": lease_owner}
         handles = self._write(
-            "claim_next_by_key",
-            lambda conn: self._claim_in(conn, writes.DUE_BY_KEY, params, 1, now, lease_owner),
+            "claim_next_by_key", lambda conn: self._claim_in(conn, writes.DUE_BY_KEY, params, 1)
         )
         return handles[0] if handles else None
 
