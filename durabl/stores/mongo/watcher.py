@@ -37,6 +37,7 @@ from durabl.stores.mongo.changestream import (
     classify,
 )
 from durabl.stores.mongo.retry import reason as one_line
+from durabl.stores.push import WatcherThread
 
 if TYPE_CHECKING:
     from durabl.stores.mongo.store import MongoStore
@@ -81,13 +82,11 @@ class Watcher:
         self._now = now or clock.now
         self._lookup = lookup
         self._next_run_at = next_run_at
-        self._stop = threading.Event()
-        self._sleep: Callable[[float], object] = sleep or self._stop.wait
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatcherThread(THREAD_NAME, self.run)
+        self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
+        self._lock = threading.Lock()  # the state and its reason
         self._state: State = "idle"
         self._reason = "the watcher has not started"
-        self._closed = False
         # Stream position.
         self._stream: ChangeStreamLike | None = None
         self._token: Token | None = None
@@ -112,25 +111,17 @@ class Watcher:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        with self._lock:
-            if self._thread is not None or self._closed:
-                return
-            self._thread = threading.Thread(target=self.run, name=THREAD_NAME, daemon=True)
-            thread = self._thread
-        thread.start()
+        self._thread.start()
 
     def stop(self, timeout: float) -> bool:
         """Stop, and join the thread for at most ``timeout`` seconds (the thread closes
-        the stream itself). True when it has ended."""
-        self._stop.set()
-        thread = self._thread
-        if thread is None:
+        the stream itself; called from an event sink on that thread, it ends right after).
+        True when it has ended."""
+        ended = self._thread.stop(timeout)
+        if ended is None:  # never started: nothing but the stream to close
             self.close()
             return True
-        if thread is threading.current_thread():
-            return True  # called from an event sink on this thread: it ends right after
-        thread.join(timeout)
-        return not thread.is_alive()
+        return ended
 
     def run(self) -> None:
         """The thread: steps until stopped or fallen back, then closes the stream."""
@@ -142,7 +133,7 @@ class Watcher:
                     break
                 # A getMore normally waits on the server; never spin if one does not.
                 if self._idle and self._clock.monotonic() - started < min_step:
-                    self._stop.wait(min_step)
+                    self._thread.stopping.wait(min_step)
         except Exception as exc:  # a bug here must never stop pickup: poll instead
             logger.exception("the change-stream watcher failed")
             self._fall_back(f"the watcher failed: {exc!r}", exc)
@@ -151,10 +142,9 @@ class Watcher:
 
     def close(self) -> None:
         """Close the stream and emit ``changestream-closed`` (once)."""
+        if not self._thread.close():
+            return
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             fell_back = self._state == "fallback"
         self._close_stream()
         self._clear_routing()
@@ -228,7 +218,7 @@ class Watcher:
 
     # -- reading --------------------------------------------------------------------------
     def _stopping(self) -> bool:
-        return self._stop.is_set() or self._listener.push_closing()
+        return self._thread.stopping.is_set() or self._listener.push_closing()
 
     def _refresh_types(self) -> None:
         self._types = self._listener.push_types()
