@@ -24,8 +24,6 @@ from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, han
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
-from durabl.model.schedule import Schedule
-from durabl.model.workers import WorkerInfo
 from durabl.stores import base
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
@@ -59,8 +57,10 @@ class MemoryBackend(StoreBase):
         self._store = MemoryStore()
         self._rates: dict[str, RateLimit] = {}
         self._starts: dict[str, tuple[datetime, int]] = {}  # type -> (window, claims in it)
-        self._schedules = MemorySchedules(self._store.lock)
-        self._workers = MemoryWorkers(self._store.lock)
+        self.schedules = MemorySchedules(
+            self._store.lock, lambda job: self._enqueue(job, self.now())
+        )
+        self.workers = MemoryWorkers(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
@@ -76,36 +76,6 @@ class MemoryBackend(StoreBase):
     def enqueue(self, job: NewJob) -> EnqueueResult:
         with self._store.lock:
             return self._enqueue(job, self.now())
-
-    # -- schedules (durabl.stores.memory.schedules) -----------------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self._schedules.upsert(schedule, next_run_at)
-
-    def load_schedules(self) -> list[Schedule]:
-        return self._schedules.load()
-
-    def delete_schedule(self, name: str) -> bool:
-        return self._schedules.delete(name)
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        return self._schedules.fire(
-            schedule, next_run_at, jobs, lambda job: self._enqueue(job, self.now())
-        )
-
-    # -- workers registry (durabl.stores.memory.workers) --------------------------------------
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self._workers.upsert(info)
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self._workers.load()
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self._workers.delete(worker_id)
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self._workers.prune(last_seen_before)
 
     def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
         key = job.dedupe_key

@@ -38,8 +38,6 @@ from durabl.model.options import (
     NewJob,
 )
 from durabl.model.rules import JobOrder, created_claimed, resolve_miss
-from durabl.model.schedule import Schedule
-from durabl.model.workers import WorkerInfo
 from durabl.stores import base
 from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow
@@ -108,6 +106,8 @@ class MongoJobQueue(StoreBase):
     supports_journal = True
     supports_schedules = True
     supports_workers = True
+    schedules: MongoSchedules
+    workers: MongoWorkers
     db = _OnStore[Database[Any]]()
     col = _OnStore[Collection[dict[str, Any]]]()
     collection_name = _OnStore[str]()
@@ -204,34 +204,6 @@ class MongoJobQueue(StoreBase):
 
     def check_size(self, job: NewJob) -> None:
         codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
-
-    # -- schedules (durabl.stores.mongo.schedules) -------------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self.schedules.upsert(schedule, next_run_at)
-
-    def load_schedules(self) -> list[Schedule]:
-        return self.schedules.load()
-
-    def delete_schedule(self, name: str) -> bool:
-        return self.schedules.delete(name)
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        return self.schedules.fire(schedule, next_run_at, jobs)
-
-    # -- workers registry (durabl.stores.mongo.workers) -----------------------------------
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self.workers.upsert(info)
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self.workers.load()
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self.workers.delete(worker_id)
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self.workers.prune(last_seen_before)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
