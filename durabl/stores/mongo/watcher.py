@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pymongo
 from pymongo.errors import PyMongoError
-from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
+from tenacity import RetryCallState, retry_if_exception
 
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
@@ -37,7 +37,7 @@ from durabl.stores.mongo.changestream import (
     classify,
 )
 from durabl.stores.mongo.retry import reason as one_line
-from durabl.stores.push import WatcherThread
+from durabl.stores.push import WatcherThread, reconnecting
 
 if TYPE_CHECKING:
     from durabl.stores.mongo.store import MongoStore
@@ -82,7 +82,7 @@ class Watcher:
         self._now = now or clock.now
         self._lookup = lookup
         self._next_run_at = next_run_at
-        self._thread = WatcherThread(THREAD_NAME, self.run)
+        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
         self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
         self._lock = threading.Lock()  # the state and its reason
         self._state: State = "idle"
@@ -117,11 +117,7 @@ class Watcher:
         """Stop, and join the thread for at most ``timeout`` seconds (the thread closes
         the stream itself; called from an event sink on that thread, it ends right after).
         True when it has ended."""
-        ended = self._thread.stop(timeout)
-        if ended is None:  # never started: nothing but the stream to close
-            self.close()
-            return True
-        return ended
+        return self._thread.stop(timeout)
 
     def run(self) -> None:
         """The thread: steps until stopped or fallen back, then closes the stream."""
@@ -279,15 +275,11 @@ class Watcher:
             "reconnecting" if self._connected_once else "connecting",
             self._reason if self._connected_once else "connecting the change stream",
         )
-        settings = self.settings
-        retrying = Retrying(
-            stop=self._give_up,
-            wait=wait_random_exponential(
-                multiplier=settings.retry_backoff, max=settings.retry_backoff_max
-            ),
+        retrying = reconnecting(
+            self.settings,
+            give_up=self._give_up,
             retry=retry_if_exception(self._worth_retrying),
-            sleep=self._pause,
-            reraise=True,
+            pause=self._pause,
         )
         self._attempt = 0
         try:

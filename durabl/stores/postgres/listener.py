@@ -38,12 +38,12 @@ from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
+from tenacity import RetryCallState, retry_if_exception_type
 
 from durabl.model.job import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.postgres.connection import one_line
-from durabl.stores.push import WatcherThread
+from durabl.stores.push import WatcherThread, reconnecting
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class NotifyListener:
         self._listener = listener
         self._next_due = next_due
         self._monotonic = monotonic
-        self._thread = WatcherThread(THREAD_NAME, self.run)
+        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
         self._lock = threading.Lock()  # the state and its reason
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -161,11 +161,7 @@ class NotifyListener:
             self._wake_w.send(b"x")
         except OSError:  # already closed, or the buffer is full: either way it wakes
             pass
-        ended = self._thread.stop(timeout)
-        if ended is None:  # never started: nothing but the sockets to close
-            self.close()
-            return True
-        return ended
+        return self._thread.stop(timeout)
 
     def run(self) -> None:
         """The thread: connect, then steps, reconnecting whenever the connection drops."""
@@ -221,16 +217,12 @@ class NotifyListener:
             "reconnecting" if reconnect else "connecting",
             self._reason if reconnect else "connecting the PostgreSQL listener",
         )
-        settings = self.settings
-        retrying = Retrying(
-            stop=self._give_up,
-            wait=wait_random_exponential(
-                multiplier=settings.retry_backoff, max=settings.retry_backoff_max
-            ),
+        retrying = reconnecting(
+            self.settings,
+            give_up=self._give_up,
             retry=retry_if_exception_type(psycopg.Error),
-            sleep=self._pause,
+            pause=self._pause,
             before_sleep=self._log_retry,
-            reraise=True,
         )
         self._attempt = 0
         try:

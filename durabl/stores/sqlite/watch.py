@@ -84,7 +84,7 @@ class ChangeWatcher:
         self._thread.start()
 
     def stop(self, timeout: float) -> bool:
-        return self._thread.stop(timeout) is not False
+        return self._thread.stop(timeout)
 
     def _run(self) -> None:
         wait = self.interval
