@@ -19,6 +19,15 @@ from tenacity.retry import retry_base
 Life = Literal["idle", "running", "ended"]
 
 
+def safety_poll_interval(value: object) -> float:
+    """A store's ``safety_poll_interval`` (seconds): how often processors on the default
+    poll interval still poll while push pickup is up; a ``ValueError`` unless a positive
+    number."""
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+        raise ValueError(f"safety_poll_interval must be a positive number, got {value!r}")
+    return float(value)
+
+
 class WatcherThread:
     """The thread ``name`` that runs ``loop``, and the stop request the loop waits on
     (:attr:`stopping`: set by :meth:`stop`). ``close`` is the watcher's own close, which

@@ -38,7 +38,7 @@ from durabl.model.options import (
     NewJob,
 )
 from durabl.model.rules import JobOrder, created_claimed, resolve_miss
-from durabl.stores import base
+from durabl.stores import base, push
 from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow
 from durabl.stores.mongo.attempts import (
@@ -136,14 +136,8 @@ class MongoJobQueue(StoreBase):
             clock_skew_allowance=clock_skew_allowance,
             owns_client=owns_client,
         )
-        if isinstance(safety_poll_interval, bool) or not (
-            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
-        ):
-            raise ValueError(
-                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
-            )
         self.use_change_streams = use_change_streams
-        self.safety_poll_interval = float(safety_poll_interval)
+        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.push_settings = PushSettings(batch_window=push_batch_window)
         self.queries = MongoQueries(self.store)
         self._claims = ClaimMemo()

@@ -25,7 +25,7 @@ from durabl.model.payload import to_millis
 from durabl.model.rules import JobOrder
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
-from durabl.stores import base
+from durabl.stores import base, push
 from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.postgres import codec, rates, reads, schedules, schema, writes
 from durabl.stores.postgres import workers as worker_rows
@@ -108,15 +108,9 @@ class PostgresJobQueue(StoreBase):
         listen_settings: ListenSettings | None = None,
         enqueue_connection: Callable[[], object | None] | None = None,
     ) -> None:
-        if isinstance(safety_poll_interval, bool) or not (
-            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
-        ):
-            raise ValueError(
-                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
-            )
         self.listen_notify = bool(listen_notify)
         self.supports_push = self.listen_notify
-        self.safety_poll_interval = float(safety_poll_interval)
+        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.listen_settings = listen_settings or ListenSettings()
         self.enqueue_connection = enqueue_connection
         conninfo = None
