@@ -37,7 +37,7 @@ from durabl.model.options import (
     RECEIPTS_KEPT,
     NewJob,
 )
-from durabl.model.rules import JobOrder, created_claimed, resolve_miss
+from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run, resolve_miss
 from durabl.stores import base, push
 from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow
@@ -278,9 +278,7 @@ class MongoJobQueue(StoreBase):
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self.now()
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
             # The pending slot decides: a pending follower already covers the work. A job
             # with a concurrency key is claimed only while its key has room.
             enq = self.enqueue(job)

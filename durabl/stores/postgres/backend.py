@@ -22,7 +22,7 @@ from durabl.model.flow import LimitedTypes, RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder
+from durabl.model.rules import JobOrder, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base, push
@@ -349,9 +349,7 @@ class PostgresJobQueue(StoreBase):
         now = self._now_param()
         row = writes.new_row(job, self._channel, now)
         q, locks = self._q, self._locks
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
 
             def follow(cur: Tx) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.

@@ -22,7 +22,7 @@ from durabl.model.flow import RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder, created_claimed
+from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base
@@ -228,9 +228,7 @@ class SqliteJobQueue(StoreBase):
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_ms()
         row = writes.new_row(job, now)
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
 
             def follow(conn: sqlite3.Connection) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
