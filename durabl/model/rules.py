@@ -22,6 +22,7 @@ from durabl.model.job import (
     QueueStats,
     ResultStatus,
 )
+from durabl.model.options import NewJob
 
 JOB_FILTER_FIELDS = tuple(f.name for f in fields(JobFilter))
 """The keywords ``list_jobs`` and ``count_jobs`` select by."""
@@ -45,6 +46,30 @@ def cancelled_reason(requested: str | None) -> str:
     """The ``fail_reason`` (and the attempt's error) of a run that ends ``cancelled`` on
     request: the reason the request kept, else ``cancelled``."""
     return requested or CANCELLED
+
+
+def enqueues_before_inline_run(job: NewJob) -> bool:
+    """Whether ``claim_or_enqueue`` must store ``job`` as pending first and then claim it
+    (in one transaction where the store has them): its pending slot decides whether a
+    follower already covers the work (dedupe scope ``pending``), or its concurrency key
+    whether it may start now. Otherwise the job is created already claimed."""
+    return job.concurrency_key is not None or (
+        job.dedupe_key is not None and job.dedupe_scope == "pending"
+    )
+
+
+def created_claimed(token: str, now: Any, lease_owner: str) -> dict[str, Any]:
+    """The fields that make a job being created already claimed (``claim_or_enqueue``'s
+    inline run): active, its first attempt counted, held by ``token`` since ``now`` (in
+    the store's own representation of an instant)."""
+    return {
+        "status": "active",
+        "attempts": 1,
+        "claim_token": token,
+        "claimed_at": now,
+        "heartbeat_at": now,
+        "lease_owner": lease_owner,
+    }
 
 
 ReapDecision = Literal["refund", "recover", "stall"]

@@ -365,6 +365,34 @@ class Backend(FencedWrites, Protocol):
         """Remove the entries last seen before ``last_seen_before``; how many."""
 
 
+class ScheduleStore(Protocol):
+    """The part of a store that keeps its schedules (:attr:`StoreBase.schedules`): each
+    method means what the ``*_schedule`` operation of :class:`Backend` of its name means."""
+
+    def upsert(self, schedule: Schedule, next_run_at: datetime) -> None: ...
+
+    def load(self) -> list[Schedule]: ...
+
+    def delete(self, name: str) -> bool: ...
+
+    def fire(
+        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
+    ) -> list[str | None] | None: ...
+
+
+class WorkerRegistry(Protocol):
+    """The part of a store that keeps the workers registry (:attr:`StoreBase.workers`):
+    each method means what the ``*_worker(s)`` operation of :class:`Backend` means."""
+
+    def upsert(self, info: WorkerInfo) -> None: ...
+
+    def load(self) -> list[WorkerInfo]: ...
+
+    def delete(self, worker_id: str) -> bool: ...
+
+    def prune(self, last_seen_before: datetime) -> int: ...
+
+
 def cancel_reason(reason: str | None) -> str:
     """The reason a cancellation keeps: ``reason`` clipped to the stored length, or
     ``cancelled``; ``TypeError`` for anything but text or None."""
@@ -442,43 +470,50 @@ class StoreBase(ABC):
         """The stored rate limit of ``type``."""
         raise NotImplementedError(f"{self.__class__.__name__} keeps no rate limits")
 
-    # -- schedules: stores that keep them override these four and set the flag ---------
+    # -- schedules: a store that keeps them sets the flag and either gives the part that
+    # keeps them (``schedules``) or overrides these four ----------------------------------
     supports_schedules: bool = False
+    schedules: ScheduleStore | None = None
 
-    def _no_schedules(self) -> NotImplementedError:
-        return NotImplementedError(f"{type(self).__name__} does not keep schedules")
+    def _schedule_store(self) -> ScheduleStore:
+        if self.schedules is None:
+            raise NotImplementedError(f"{type(self).__name__} does not keep schedules")
+        return self.schedules
 
     def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        raise self._no_schedules()
+        self._schedule_store().upsert(schedule, next_run_at)
 
     def load_schedules(self) -> list[Schedule]:
-        raise self._no_schedules()
+        return self._schedule_store().load()
 
     def delete_schedule(self, name: str) -> bool:
-        raise self._no_schedules()
+        return self._schedule_store().delete(name)
 
     def fire_schedule(
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
-        raise self._no_schedules()
+        return self._schedule_store().fire(schedule, next_run_at, jobs)
 
-    # -- workers registry: stores that keep it override these four and set the flag -----
+    # -- workers registry: as schedules, the flag and the part (``workers``) or overrides
     supports_workers: bool = False
+    workers: WorkerRegistry | None = None
 
-    def _no_workers(self) -> NotImplementedError:
-        return NotImplementedError(f"{type(self).__name__} does not keep a workers registry")
+    def _worker_registry(self) -> WorkerRegistry:
+        if self.workers is None:
+            raise NotImplementedError(f"{type(self).__name__} does not keep a workers registry")
+        return self.workers
 
     def upsert_worker(self, info: WorkerInfo) -> None:
-        raise self._no_workers()
+        self._worker_registry().upsert(info)
 
     def load_workers(self) -> list[WorkerInfo]:
-        raise self._no_workers()
+        return self._worker_registry().load()
 
     def delete_worker(self, worker_id: str) -> bool:
-        raise self._no_workers()
+        return self._worker_registry().delete(worker_id)
 
     def prune_workers(self, last_seen_before: datetime) -> int:
-        raise self._no_workers()
+        return self._worker_registry().prune(last_seen_before)
 
     # -- retention: the arguments checked once; each store deletes in one operation -------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from durabl import JobQueue, SqliteJobQueue
+from durabl.stores.push import WatcherThread
 from durabl.stores.sqlite.watch import IDLE_AFTER, IDLE_FACTOR, THREAD_NAME, ChangeWatcher
 from durabl.testing import wait_until
 from tests.unit.test_changestream import FakeListener
@@ -132,7 +133,10 @@ def test_a_watcher_whose_thread_is_gone_says_so() -> None:
     watcher.start()
     assert watcher.status().pickup == "push"
     real = watcher._thread
-    watcher._thread = threading.Thread(target=lambda: None)  # a thread that never ran
+    gone = WatcherThread(THREAD_NAME, lambda: None)  # a thread that is no longer alive
+    gone.start()
+    assert gone.stop(5)
+    watcher._thread = gone
     try:
         assert watcher.status().pickup == "poll"
         assert "stopped" in watcher.status().reason

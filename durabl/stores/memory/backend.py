@@ -16,36 +16,20 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
-from durabl.model.job import (
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
-from durabl.model.schedule import Schedule
-from durabl.model.workers import WorkerInfo
+from durabl.stores import base
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
     Backend,
-    Completion,
     EnqueueResult,
-    Failure,
     InlineClaimResult,
-    Release,
     StoreBase,
 )
 from durabl.stores.memory.schedules import MemorySchedules
@@ -73,8 +57,10 @@ class MemoryBackend(StoreBase):
         self._store = MemoryStore()
         self._rates: dict[str, RateLimit] = {}
         self._starts: dict[str, tuple[datetime, int]] = {}  # type -> (window, claims in it)
-        self._schedules = MemorySchedules(self._store.lock)
-        self._workers = MemoryWorkers(self._store.lock)
+        self.schedules = MemorySchedules(
+            self._store.lock, lambda job: self._enqueue(job, self.now())
+        )
+        self.workers = MemoryWorkers(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
@@ -90,36 +76,6 @@ class MemoryBackend(StoreBase):
     def enqueue(self, job: NewJob) -> EnqueueResult:
         with self._store.lock:
             return self._enqueue(job, self.now())
-
-    # -- schedules (durabl.stores.memory.schedules) -----------------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self._schedules.upsert(schedule, next_run_at)
-
-    def load_schedules(self) -> list[Schedule]:
-        return self._schedules.load()
-
-    def delete_schedule(self, name: str) -> bool:
-        return self._schedules.delete(name)
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        return self._schedules.fire(
-            schedule, next_run_at, jobs, lambda job: self._enqueue(job, self.now())
-        )
-
-    # -- workers registry (durabl.stores.memory.workers) --------------------------------------
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self._workers.upsert(info)
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self._workers.load()
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self._workers.delete(worker_id)
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self._workers.prune(last_seen_before)
 
     def _enqueue(self, job: NewJob, now: datetime) -> EnqueueResult:
         key = job.dedupe_key
@@ -269,7 +225,7 @@ class MemoryBackend(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
@@ -278,11 +234,11 @@ class MemoryBackend(StoreBase):
             self._store.add_logs(rec, logs)
             return "applied" if rec.cancel_requested is None else "cancel-requested"
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         with self._store.lock:
             return [self._complete(c) for c in completions]
 
-    def _complete(self, completion: Completion) -> JobResult:
+    def _complete(self, completion: base.Completion) -> JobResult:
         token = completion.token
         rec = self._store.fence(completion.job_id, token, "complete")
         if isinstance(rec, JobResult):
@@ -303,7 +259,7 @@ class MemoryBackend(StoreBase):
         rec.fail_reason = reason
         return self._store.applied(rec, token, op, "cancelled", logs)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None:
@@ -325,7 +281,7 @@ class MemoryBackend(StoreBase):
             return self._end_cancelled(rec, token, "cancel", self.now(), logs)
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         op = failure.op
         with self._store.lock:
@@ -350,7 +306,7 @@ class MemoryBackend(StoreBase):
             return self._store.applied(rec, token, op, "retry-scheduled", logs)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
         attempt. The timeout needs no bound here: a memory write never blocks for long."""
@@ -371,8 +327,8 @@ class MemoryBackend(StoreBase):
             return self._store.applied(rec, token, "release", "released", logs)
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         with self._store.lock:
             rec = self._store.jobs.get(job_id)
             if rec is None or rec.status != "active" or rec.claim_token != token:
@@ -384,7 +340,7 @@ class MemoryBackend(StoreBase):
             return "applied" if len(rec.journal) >= position + len(records) else "lease-lost"
 
     # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         with self._store.lock:
             now = self.now()
             cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
@@ -431,7 +387,7 @@ class MemoryBackend(StoreBase):
                     self._store.move(rec, "superseded", now)
                     superseded += 1
             ids = tuple(r.id for r in stuck)
-            return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
+            return model.ReapReport(recovered, stalled, superseded, len(stuck) >= limit, ids)
 
     # -- queries and operations -----------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
@@ -544,7 +500,7 @@ class MemoryBackend(StoreBase):
             del self._store.jobs[job_id]
             return True
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         with self._store.lock:
             now = self.now()
             rows = [r for r in self._store.jobs.values() if type is None or r.type == type]

@@ -22,8 +22,9 @@ class _Row:
 class MemorySchedules:
     """The schedules of one :class:`~durabl.stores.memory.backend.MemoryBackend`."""
 
-    def __init__(self, lock: threading.RLock) -> None:
+    def __init__(self, lock: threading.RLock, enqueue: Callable[[NewJob], EnqueueResult]) -> None:
         self._lock = lock
+        self._enqueue = enqueue
         self._rows: dict[str, _Row] = {}
 
     def clear(self) -> None:
@@ -59,8 +60,9 @@ class MemorySchedules:
         schedule: Schedule,
         next_run_at: datetime,
         jobs: Sequence[tuple[datetime, NewJob]],
-        enqueue: Callable[[NewJob], EnqueueResult],
     ) -> list[str | None] | None:
+        """Enqueue ``jobs`` through the backend's enqueue and move the schedule, under the
+        store's lock, when the stored schedule still matches ``schedule``."""
         with self._lock:
             row = self._rows.get(schedule.name)
             if (
@@ -69,7 +71,7 @@ class MemorySchedules:
                 or row.definition != schedule.definition()
             ):
                 return None
-            ids = [enqueue(job).job_id for _tick, job in jobs]
+            ids = [self._enqueue(job).job_id for _tick, job in jobs]
             old = row.schedule
             row.schedule = Schedule.from_stored(
                 old.name,

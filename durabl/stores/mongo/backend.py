@@ -22,6 +22,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import (
     BackendUnavailableError,
@@ -29,39 +30,16 @@ from durabl.model.exceptions import (
     DurablError,
 )
 from durabl.model.flow import LimitedTypes, RateLimit
-from durabl.model.job import (
-    AttemptOutcome,
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import (
     MAX_LOG_ENTRIES,
     PUSH_SAFETY_POLL_INTERVAL,
     RECEIPTS_KEPT,
     NewJob,
 )
-from durabl.model.rules import JobOrder, resolve_miss
-from durabl.model.schedule import Schedule
-from durabl.model.workers import WorkerInfo
-from durabl.stores.base import (
-    Completion,
-    EnqueueResult,
-    Failure,
-    InlineClaimResult,
-    PushListener,
-    Release,
-    StoreBase,
-)
+from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run, resolve_miss
+from durabl.stores import base, push
+from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow, indexes
 from durabl.stores.mongo.attempts import (
     CLAIM_FIELDS,
@@ -128,6 +106,8 @@ class MongoJobQueue(StoreBase):
     supports_journal = True
     supports_schedules = True
     supports_workers = True
+    schedules: MongoSchedules
+    workers: MongoWorkers
     db = _OnStore[Database[Any]]()
     col = _OnStore[Collection[dict[str, Any]]]()
     collection_name = _OnStore[str]()
@@ -156,14 +136,8 @@ class MongoJobQueue(StoreBase):
             clock_skew_allowance=clock_skew_allowance,
             owns_client=owns_client,
         )
-        if isinstance(safety_poll_interval, bool) or not (
-            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
-        ):
-            raise ValueError(
-                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
-            )
         self.use_change_streams = use_change_streams
-        self.safety_poll_interval = float(safety_poll_interval)
+        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.push_settings = PushSettings(batch_window=push_batch_window)
         self.queries = MongoQueries(self.store)
         self._claims = ClaimMemo()
@@ -220,7 +194,7 @@ class MongoJobQueue(StoreBase):
             return "push pickup is not verified yet (the store's startup() has not run)"
         return None
 
-    def open_push(self, listener: PushListener) -> Watcher:
+    def open_push(self, listener: base.PushListener) -> Watcher:
         """The change-stream watcher for a queue (not started): see
         :mod:`durabl.stores.mongo.changestream`."""
         if not self.supports_push:
@@ -229,34 +203,6 @@ class MongoJobQueue(StoreBase):
 
     def check_size(self, job: NewJob) -> None:
         codec.check_document_size(job.type, codec.new_document(job, self.clock.now()))
-
-    # -- schedules (durabl.stores.mongo.schedules) -------------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self.schedules.upsert(schedule, next_run_at)
-
-    def load_schedules(self) -> list[Schedule]:
-        return self.schedules.load()
-
-    def delete_schedule(self, name: str) -> bool:
-        return self.schedules.delete(name)
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        return self.schedules.fire(schedule, next_run_at, jobs)
-
-    # -- workers registry (durabl.stores.mongo.workers) -----------------------------------
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self.workers.upsert(info)
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self.workers.load()
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self.workers.delete(worker_id)
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self.workers.prune(last_seen_before)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
@@ -337,9 +283,7 @@ class MongoJobQueue(StoreBase):
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self.now()
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
             # The pending slot decides: a pending follower already covers the work. A job
             # with a concurrency key is claimed only while its key has room.
             enq = self.enqueue(job)
@@ -359,14 +303,7 @@ class MongoJobQueue(StoreBase):
         doc = codec.new_document(job, now)
         codec.check_document_size(job.type, doc)
         token = self._new_token()
-        doc.update(
-            status="active",
-            attempts=1,
-            claim_token=token,
-            claimed_at=now,
-            heartbeat_at=now,
-            lease_owner=lease_owner,
-        )
+        doc.update(created_claimed(token, now, lease_owner))
         if not self._insert(doc):
             return InlineClaimResult(None, None, self._slot_taken(job, now).coalesced)
         if job.dedupe_key is not None:
@@ -642,7 +579,7 @@ class MongoJobQueue(StoreBase):
         update: dict[str, Any],
         logs: Sequence[LogEntry],
         *,
-        ending: tuple[datetime, AttemptOutcome, str | None],
+        ending: tuple[datetime, model.AttemptOutcome, str | None],
         on_duplicate: Callable[[ObjectId, ClaimInfo | None], JobResult] | None = None,
         timeout: float | None = None,
         unless_cancelled: bool = False,
@@ -704,7 +641,7 @@ class MongoJobQueue(StoreBase):
             return JobResult("cancelled")
         return self._resolve_miss(oid, token, op)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "not-cancellable"
@@ -726,14 +663,14 @@ class MongoJobQueue(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "lease-lost"
         update: dict[str, Any] = {"$set": {"heartbeat_at": self.now()}}
         self._push_logs(update, logs)
 
-        def beat() -> HeartbeatResult:
+        def beat() -> model.HeartbeatResult:
             fence = {"_id": oid, "claim_token": token, "status": "active"}
             if self.store.col.update_one({**fence, **cancel.NOT_CANCELLED}, update).matched_count:
                 return "applied"
@@ -743,7 +680,7 @@ class MongoJobQueue(StoreBase):
 
         return self.store.call("heartbeat", beat)
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         """``complete``: one fenced update. ``complete_many``: one unordered ``bulk_write`` with
         each one's fenced update and receipt. When every update matched, all are
         ``completed``; else each is resolved from its job's receipts, which also answers a
@@ -754,7 +691,7 @@ class MongoJobQueue(StoreBase):
             (one,) = completions
             kept = codec.result_fields(one.result)
             update_doc = codec.terminal_update("completed", now, **kept)
-            ending: tuple[datetime, AttemptOutcome, str | None] = (now, "completed", None)
+            ending: tuple[datetime, model.AttemptOutcome, str | None] = (now, "completed", None)
             return [
                 self._fenced(
                     one.job_id,
@@ -768,7 +705,7 @@ class MongoJobQueue(StoreBase):
             ]
         claims = self._batch_claims(completions)
 
-        def update(completion: Completion) -> dict[str, Any]:
+        def update(completion: base.Completion) -> dict[str, Any]:
             kept = codec.result_fields(completion.result)
             doc = codec.terminal_update("completed", now, **kept)
             claim = claims.get(completion.token)
@@ -788,7 +725,7 @@ class MongoJobQueue(StoreBase):
 
         return batch.answers(self.store.call(op, write) if requests else [])
 
-    def _batch_claims(self, completions: Sequence[Completion]) -> dict[str, ClaimInfo]:
+    def _batch_claims(self, completions: Sequence[base.Completion]) -> dict[str, ClaimInfo]:
         """The claim of each completion by token: remembered, or (claims another backend
         object made) read in one query."""
         claims: dict[str, ClaimInfo] = {}
@@ -815,7 +752,7 @@ class MongoJobQueue(StoreBase):
         return claims
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         op, reason, kind = failure.op, failure.reason, failure.kind
         terminal = (failure.terminal_outcome, failure.error)
@@ -895,7 +832,7 @@ class MongoJobQueue(StoreBase):
         return self._resolve_miss(oid, token, op)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         now = self.now()
         update = (
@@ -920,8 +857,8 @@ class MongoJobQueue(StoreBase):
         )
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         oid = codec.parse_id(job_id)
         if oid is None:
             return "lease-lost"
@@ -934,7 +871,7 @@ class MongoJobQueue(StoreBase):
         update = {"$push": {"journal": {"$each": [dict(r) for r in records]}}}
         last = position + len(records) - 1
 
-        def write() -> JournalAppendResult:
+        def write() -> model.JournalAppendResult:
             if self.store.col.update_one(query, update).matched_count == 1:
                 return "applied"
             # Only the claim holder appends: entries past ``position`` are this append.
@@ -944,7 +881,7 @@ class MongoJobQueue(StoreBase):
         return self.store.call("append_journal", write)
 
     # -- recovery and operations (the reaper and the queries) -----------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         report = self.reaper.reap(visibility_timeout, limit=limit)
         self.schedules.sweep_held()
         return report
@@ -987,7 +924,7 @@ class MongoJobQueue(StoreBase):
     def run_now_selected(self, filters: JobFilter) -> int:
         return self.queries.run_now_selected(filters)
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         return self.queries.get_stats(type)
 
     def job_types(self) -> list[str]:

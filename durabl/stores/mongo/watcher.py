@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pymongo
 from pymongo.errors import PyMongoError
-from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
+from tenacity import RetryCallState, retry_if_exception
 
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
@@ -37,6 +37,7 @@ from durabl.stores.mongo.changestream import (
     classify,
 )
 from durabl.stores.mongo.retry import reason as one_line
+from durabl.stores.push import WatcherThread, reconnecting
 
 if TYPE_CHECKING:
     from durabl.stores.mongo.store import MongoStore
@@ -81,13 +82,11 @@ class Watcher:
         self._now = now or clock.now
         self._lookup = lookup
         self._next_run_at = next_run_at
-        self._stop = threading.Event()
-        self._sleep: Callable[[float], object] = sleep or self._stop.wait
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
+        self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
+        self._lock = threading.Lock()  # the state and its reason
         self._state: State = "idle"
         self._reason = "the watcher has not started"
-        self._closed = False
         # Stream position.
         self._stream: ChangeStreamLike | None = None
         self._token: Token | None = None
@@ -112,25 +111,13 @@ class Watcher:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        with self._lock:
-            if self._thread is not None or self._closed:
-                return
-            self._thread = threading.Thread(target=self.run, name=THREAD_NAME, daemon=True)
-            thread = self._thread
-        thread.start()
+        self._thread.start()
 
     def stop(self, timeout: float) -> bool:
         """Stop, and join the thread for at most ``timeout`` seconds (the thread closes
-        the stream itself). True when it has ended."""
-        self._stop.set()
-        thread = self._thread
-        if thread is None:
-            self.close()
-            return True
-        if thread is threading.current_thread():
-            return True  # called from an event sink on this thread: it ends right after
-        thread.join(timeout)
-        return not thread.is_alive()
+        the stream itself; called from an event sink on that thread, it ends right after).
+        True when it has ended."""
+        return self._thread.stop(timeout)
 
     def run(self) -> None:
         """The thread: steps until stopped or fallen back, then closes the stream."""
@@ -142,7 +129,7 @@ class Watcher:
                     break
                 # A getMore normally waits on the server; never spin if one does not.
                 if self._idle and self._clock.monotonic() - started < min_step:
-                    self._stop.wait(min_step)
+                    self._thread.stopping.wait(min_step)
         except Exception as exc:  # a bug here must never stop pickup: poll instead
             logger.exception("the change-stream watcher failed")
             self._fall_back(f"the watcher failed: {exc!r}", exc)
@@ -151,10 +138,9 @@ class Watcher:
 
     def close(self) -> None:
         """Close the stream and emit ``changestream-closed`` (once)."""
+        if not self._thread.close():
+            return
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             fell_back = self._state == "fallback"
         self._close_stream()
         self._clear_routing()
@@ -228,7 +214,7 @@ class Watcher:
 
     # -- reading --------------------------------------------------------------------------
     def _stopping(self) -> bool:
-        return self._stop.is_set() or self._listener.push_closing()
+        return self._thread.stopping.is_set() or self._listener.push_closing()
 
     def _refresh_types(self) -> None:
         self._types = self._listener.push_types()
@@ -289,15 +275,11 @@ class Watcher:
             "reconnecting" if self._connected_once else "connecting",
             self._reason if self._connected_once else "connecting the change stream",
         )
-        settings = self.settings
-        retrying = Retrying(
-            stop=self._give_up,
-            wait=wait_random_exponential(
-                multiplier=settings.retry_backoff, max=settings.retry_backoff_max
-            ),
+        retrying = reconnecting(
+            self.settings,
+            give_up=self._give_up,
             retry=retry_if_exception(self._worth_retrying),
-            sleep=self._pause,
-            reraise=True,
+            pause=self._pause,
         )
         self._attempt = 0
         try:

@@ -15,39 +15,18 @@ from psycopg import Cursor
 from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import LimitedTypes, RateLimit
-from durabl.model.job import (
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    ResultStatus,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder
+from durabl.model.rules import JobOrder, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
-from durabl.stores.base import (
-    Completion,
-    EnqueueResult,
-    Failure,
-    InlineClaimResult,
-    PushListener,
-    Release,
-    SchemaVersion,
-    StoreBase,
-)
+from durabl.stores import base, push
+from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.postgres import codec, rates, reads, schedules, schema, writes
 from durabl.stores.postgres import workers as worker_rows
 from durabl.stores.postgres.connection import (
@@ -129,15 +108,9 @@ class PostgresJobQueue(StoreBase):
         listen_settings: ListenSettings | None = None,
         enqueue_connection: Callable[[], object | None] | None = None,
     ) -> None:
-        if isinstance(safety_poll_interval, bool) or not (
-            isinstance(safety_poll_interval, (int, float)) and safety_poll_interval > 0
-        ):
-            raise ValueError(
-                f"safety_poll_interval must be a positive number, got {safety_poll_interval!r}"
-            )
         self.listen_notify = bool(listen_notify)
         self.supports_push = self.listen_notify
-        self.safety_poll_interval = float(safety_poll_interval)
+        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.listen_settings = listen_settings or ListenSettings()
         self.enqueue_connection = enqueue_connection
         conninfo = None
@@ -247,13 +220,13 @@ class PostgresJobQueue(StoreBase):
         # Which types have a rate limit, read once here (then when 30 s old, at a claim).
         self._limited.refresh(self._limited_types)
 
-    def schema_version(self) -> SchemaVersion:
+    def schema_version(self) -> base.SchemaVersion:
         """The tables' schema version (0: not created yet), read without migrating."""
         t = self.tables
         current = self._db.run(
             "schema_version", lambda cur: schema.read_version(cur, t), repeatable=True
         )
-        return SchemaVersion(current, schema.latest_version())
+        return base.SchemaVersion(current, schema.latest_version())
 
     def close(self) -> None:
         """Close the pool if this store made it (a caller's pool stays open)."""
@@ -264,7 +237,7 @@ class PostgresJobQueue(StoreBase):
             return "LISTEN/NOTIFY is off (listen_notify=False)"
         return None
 
-    def open_push(self, listener: PushListener) -> NotifyListener:
+    def open_push(self, listener: base.PushListener) -> NotifyListener:
         """A LISTEN/NOTIFY listener for ``listener`` (a queue), not started: it holds a
         connection of its own, outside the pool, opened on its thread."""
         if not self.listen_notify:
@@ -376,9 +349,7 @@ class PostgresJobQueue(StoreBase):
         now = self._now_param()
         row = writes.new_row(job, self._channel, now)
         q, locks = self._q, self._locks
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
 
             def follow(cur: Tx) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
@@ -510,7 +481,7 @@ class PostgresJobQueue(StoreBase):
         job_id: str,
         token: str,
         logs: Sequence[LogEntry],
-        apply: Callable[[Tx, dict[str, Any]], ResultStatus | None],
+        apply: Callable[[Tx, dict[str, Any]], model.ResultStatus | None],
         *,
         timeout: float | None = None,
     ) -> JobResult:
@@ -532,13 +503,13 @@ class PostgresJobQueue(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         """Renew the lease (one statement without logs). A beat that carries logs is not
         repeated after a dropped connection (its logs could be stored twice)."""
         params = {**writes.fence(job_id, token), "now": self._now_param()}
         q = self._q
 
-        def beat(cur: Tx) -> HeartbeatResult:
+        def beat(cur: Tx) -> model.HeartbeatResult:
             row = reads.one(cur, q.heartbeat, params)
             if row is None:
                 return "lease-lost"
@@ -547,7 +518,7 @@ class PostgresJobQueue(StoreBase):
 
         return self._run("heartbeat", beat, repeatable=not logs, transaction=bool(logs))
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         """One UPDATE for every completion, each fenced on its own token."""
         now, q = self._now_param(), self._q
         with_logs = any(c.logs for c in completions)
@@ -559,11 +530,11 @@ class PostgresJobQueue(StoreBase):
         )
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         q, reason, kind, retry_at = self._q, failure.reason, failure.kind, failure.retry_at
 
-        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
             if retry_at is not None:
                 return writes.fail(
                     cur,
@@ -590,13 +561,13 @@ class PostgresJobQueue(StoreBase):
         return self._fenced(failure.op, job_id, token, logs, apply)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
         attempt. The timeout bounds the pool wait, each statement and the retries."""
         q = self._q
 
-        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
             row = writes.locked_claim(cur, q, params)
             if row is None:
                 return None
@@ -615,14 +586,14 @@ class PostgresJobQueue(StoreBase):
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         params, q = {"id": job_id, "reason": reason, "now": self._now_param()}, self._q
         return self._run("cancel", lambda cur: writes.cancel(cur, q, params))
 
     def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
         q = self._q
 
-        def apply(cur: Tx, params: dict[str, Any]) -> ResultStatus | None:
+        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
             row = writes.locked_claim(cur, q, params)
             if row is None:
                 return None
@@ -631,20 +602,20 @@ class PostgresJobQueue(StoreBase):
         return self._fenced("cancel", job_id, token, logs, apply)
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         """One statement appends to the stored array when it holds ``position`` entries."""
         params, q = writes.fence(job_id, token), self._q
         entries = [dict(r) for r in records]
 
-        def write(cur: Tx) -> JournalAppendResult:
+        def write(cur: Tx) -> model.JournalAppendResult:
             applied = writes.append_journal(cur, q, params, entries, position)
             return "applied" if applied else "lease-lost"
 
         return self._run("append_journal", write)
 
     # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         """Recover up to ``limit`` expired leases, oldest first, in one transaction; leases
         another reaper holds are skipped (SKIP LOCKED)."""
         now, q = self._now_param(), self._q
@@ -767,7 +738,7 @@ class PostgresJobQueue(StoreBase):
         )
         return row is not None
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         params = {"type": type, "now": self._now_param()}
         q = self._q
         return self._run("get_stats", lambda cur: reads.stats(cur, q, params))

@@ -38,11 +38,12 @@ from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
+from tenacity import RetryCallState, retry_if_exception_type
 
 from durabl.model.job import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.postgres.connection import one_line
+from durabl.stores.push import WatcherThread, reconnecting
 
 logger = logging.getLogger(__name__)
 
@@ -128,16 +129,14 @@ class NotifyListener:
         self._listener = listener
         self._next_due = next_due
         self._monotonic = monotonic
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
+        self._lock = threading.Lock()  # the state and its reason
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._conn: psycopg.Connection[Any] | None = None
         self._state: State = "idle"
         self._reason = "the listener has not started"
-        self._closed = False
         self._connected_once = False
         self._attempt = 0
         self._last_activity = 0.0
@@ -152,30 +151,17 @@ class NotifyListener:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        with self._lock:
-            if self._thread is not None or self._closed:
-                return
-            self._thread = threading.Thread(target=self.run, name=THREAD_NAME, daemon=True)
-            thread = self._thread
-        thread.start()
+        self._thread.start()
 
     def stop(self, timeout: float) -> bool:
         """Stop, and join the thread for at most ``timeout`` seconds (the thread closes its
         connection itself). True when it has ended."""
-        self._stop.set()
+        self._thread.stopping.set()
         try:
             self._wake_w.send(b"x")
         except OSError:  # already closed, or the buffer is full: either way it wakes
             pass
-        with self._lock:
-            thread = self._thread
-        if thread is None:
-            self.close()
-            return True
-        if thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return self._thread.stop(timeout)
 
     def run(self) -> None:
         """The thread: connect, then steps, reconnecting whenever the connection drops."""
@@ -192,10 +178,8 @@ class NotifyListener:
 
     def close(self) -> None:
         """Close the connection and the wake-up sockets; emit ``changestream-closed``."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._thread.close():
+            return
         self._drop_connection()
         self._wake_r.close()
         self._wake_w.close()
@@ -206,8 +190,7 @@ class NotifyListener:
     def status(self) -> PushStatus:
         with self._lock:
             state, reason = self._state, self._reason
-        thread = self._thread
-        if state == "push" and thread is not None and not thread.is_alive():
+        if state == "push" and self._thread.life() == "ended":
             state, reason = "closed", "the listener thread is not running"
         pickup: PickupMode = "push" if state == "push" else "poll"
         details = {
@@ -234,16 +217,12 @@ class NotifyListener:
             "reconnecting" if reconnect else "connecting",
             self._reason if reconnect else "connecting the PostgreSQL listener",
         )
-        settings = self.settings
-        retrying = Retrying(
-            stop=self._give_up,
-            wait=wait_random_exponential(
-                multiplier=settings.retry_backoff, max=settings.retry_backoff_max
-            ),
+        retrying = reconnecting(
+            self.settings,
+            give_up=self._give_up,
             retry=retry_if_exception_type(psycopg.Error),
-            sleep=self._pause,
+            pause=self._pause,
             before_sleep=self._log_retry,
-            reraise=True,
         )
         self._attempt = 0
         try:
@@ -276,7 +255,7 @@ class NotifyListener:
         return conn
 
     def _pause(self, seconds: float) -> None:
-        self._stop.wait(seconds)
+        self._thread.stopping.wait(seconds)
 
     def _give_up(self, state: RetryCallState) -> bool:
         return self._stopping()
@@ -371,7 +350,7 @@ class NotifyListener:
 
     # -- internals ------------------------------------------------------------------------
     def _stopping(self) -> bool:
-        return self._stop.is_set() or self._listener.push_closing()
+        return self._thread.stopping.is_set() or self._listener.push_closing()
 
     def _refresh_types(self) -> None:
         self._types = self._listener.push_types()

@@ -15,39 +15,18 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import RateLimit
-from durabl.model.job import (
-    CancelOutcome,
-    HeartbeatResult,
-    Job,
-    JobFilter,
-    JobHandle,
-    JobResult,
-    JournalAppendResult,
-    JournalRecord,
-    LogEntry,
-    QueueStats,
-    ReapReport,
-    ResultStatus,
-    handle_for,
-)
+from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder
+from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
-from durabl.stores.base import (
-    Completion,
-    EnqueueResult,
-    Failure,
-    InlineClaimResult,
-    PushListener,
-    Release,
-    SchemaVersion,
-    StoreBase,
-)
+from durabl.stores import base
+from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.sqlite import codec, queries, rates, schedules, schema, writes
 from durabl.stores.sqlite import workers as worker_rows
 from durabl.stores.sqlite.connection import SYNCHRONOUS_MODES, Connections, translate
@@ -207,15 +186,15 @@ class SqliteJobQueue(StoreBase):
                 self._db.run(f"schema migration {migration[0]}", apply, write=True)
             self._started = True
 
-    def schema_version(self) -> SchemaVersion:
+    def schema_version(self) -> base.SchemaVersion:
         """The file's schema version (0: not set up yet), read without migrating."""
         current = self._db.run("schema_version", schema.read_version, write=False)
-        return SchemaVersion(current, schema.latest_version())
+        return base.SchemaVersion(current, schema.latest_version())
 
     def close(self) -> None:
         self._db.close_all()
 
-    def open_push(self, listener: PushListener) -> ChangeWatcher:
+    def open_push(self, listener: base.PushListener) -> ChangeWatcher:
         """A change watcher for ``listener`` (a queue), not started."""
         if self.change_check_interval is None:
             raise DurablError("the change check is off (change_check_interval=None)")
@@ -249,31 +228,22 @@ class SqliteJobQueue(StoreBase):
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_ms()
         row = writes.new_row(job, now)
-        if job.concurrency_key is not None or (
-            job.dedupe_key is not None and job.dedupe_scope == "pending"
-        ):
+        if enqueues_before_inline_run(job):
 
             def follow(conn: sqlite3.Connection) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
                 enq = writes.enqueue(conn, job, row)
                 if enq.job_id is None:
                     return InlineClaimResult(None, None, enq.coalesced)
-                params = {"job_id": enq.job_id}
-                handles = self._claim_in(conn, writes.BY_ID, params, 1, now, lease_owner)
+                params = {"job_id": enq.job_id, "now": now, "owner": lease_owner}
+                handles = self._claim_in(conn, writes.BY_ID, params, 1)
                 if not handles:  # the key has an active run: the new job is its follower
                     return InlineClaimResult(None, enq.job_id)
                 return InlineClaimResult(handles[0])
 
             return self._write("claim_or_enqueue", follow)
         token = uuid.uuid4().hex
-        row.update(
-            status="active",
-            attempts=1,
-            claim_token=token,
-            claimed_at=now,
-            heartbeat_at=now,
-            lease_owner=lease_owner,
-        )
+        row.update(created_claimed(token, now, lease_owner))
 
         def create(conn: sqlite3.Connection) -> InlineClaimResult:
             if job.dedupe_key is not None:
@@ -324,11 +294,11 @@ class SqliteJobQueue(StoreBase):
         candidates: str,
         params: dict[str, Any],
         limit: int,
-        now: int,
-        owner: str,
         reserve: bool = False,
     ) -> list[JobHandle[Any]]:
-        rows = writes.claim(conn, candidates, params, limit, now, owner, reserve)
+        """Claim through :func:`writes.claim` (``params`` with ``now`` and ``owner``) and
+        read the claimed jobs' logs: their handles in claim order."""
+        rows = writes.claim(conn, candidates, params, limit, reserve)
         if not rows:
             return []
         logs = queries.load_logs(conn, [r["id"] for r in rows])
@@ -344,33 +314,27 @@ class SqliteJobQueue(StoreBase):
         now = self._now_ms()
         if not self._read("claim", lambda conn: queries.has_due(conn, type, now)):
             return []  # an idle poll reads; it never queues behind writers for the lock
-        params = {"type": type}
-        return self._write(
-            "claim",
-            lambda conn: self._claim_due(conn, params, limit, now, lease_owner, starting),
-        )
+        params = {"type": type, "now": now, "owner": lease_owner}
+        return self._write("claim", lambda conn: self._claim_due(conn, params, limit, starting))
 
     def _claim_due(
         self,
         conn: sqlite3.Connection,
         params: dict[str, Any],
         limit: int,
-        now: int,
-        owner: str,
         starting: int | None,
     ) -> list[JobHandle[Any]]:
+        now = params["now"]
         rate = rates.allowance(conn, params["type"], now)
         if rate is not None:
             limit = min(limit, rate[1])
             if not limit:
                 return []  # the window is full: nothing written until the next one
         first = limit if starting is None else min(starting, limit)
-        handles = (
-            self._claim_in(conn, writes.DUE_OF_TYPE, params, first, now, owner) if first else []
-        )
+        handles = self._claim_in(conn, writes.DUE_OF_TYPE, params, first) if first else []
         if len(handles) == first < limit:
             ahead = limit - first
-            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, now, owner, True)
+            handles += self._claim_in(conn, writes.DUE_OF_TYPE, params, ahead, reserve=True)
         if rate is not None and handles:
             rates.count(conn, params["type"], rate[0], now, len(handles))
         return handles
@@ -392,10 +356,9 @@ class SqliteJobQueue(StoreBase):
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
     ) -> JobHandle[Any] | None:
         now = self._now_ms()
-        params = {"type": type, "key": dedupe_key}
+        params = {"type": type, "key": dedupe_key, "now": now, "owner": lease_owner}
         handles = self._write(
-            "claim_next_by_key",
-            lambda conn: self._claim_in(conn, writes.DUE_BY_KEY, params, 1, now, lease_owner),
+            "claim_next_by_key", lambda conn: self._claim_in(conn, writes.DUE_BY_KEY, params, 1)
         )
         return handles[0] if handles else None
 
@@ -406,7 +369,7 @@ class SqliteJobQueue(StoreBase):
         job_id: str,
         token: str,
         logs: Sequence[LogEntry],
-        apply: Callable[[sqlite3.Connection, dict[str, Any]], ResultStatus | None],
+        apply: Callable[[sqlite3.Connection, dict[str, Any]], model.ResultStatus | None],
         *,
         timeout: float | None = None,
     ) -> JobResult:
@@ -426,10 +389,10 @@ class SqliteJobQueue(StoreBase):
 
     def heartbeat(
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> HeartbeatResult:
+    ) -> model.HeartbeatResult:
         params = {"id": job_id, "token": token, "now": self._now_ms()}
 
-        def beat(conn: sqlite3.Connection) -> HeartbeatResult:
+        def beat(conn: sqlite3.Connection) -> model.HeartbeatResult:
             row = conn.execute(
                 f"UPDATE {JOBS} SET heartbeat_at = :now WHERE {writes.FENCE} "
                 "RETURNING cancel_requested",
@@ -442,19 +405,21 @@ class SqliteJobQueue(StoreBase):
 
         return self._write("heartbeat", beat)
 
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
         """Every completion in one write transaction, each fenced on its own token."""
         now = self._now_ms()
         return self._write(op, lambda conn: writes.complete_many(conn, completions, now))
 
     def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
     ) -> JobResult:
         reason, kind = failure.reason, failure.kind
 
         if failure.retry_at is None:
 
-            def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            def apply(
+                conn: sqlite3.Connection, params: dict[str, Any]
+            ) -> model.ResultStatus | None:
                 extra = ", fail_reason = :reason, failure_kind = :kind"
                 ending = writes.ending(failure.terminal_outcome, failure.error)
                 fatal = {**params, "reason": reason, "kind": kind, **ending}
@@ -464,7 +429,9 @@ class SqliteJobQueue(StoreBase):
         else:
             retry_ms = codec.to_ms(failure.retry_at)
 
-            def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+            def apply(
+                conn: sqlite3.Connection, params: dict[str, Any]
+            ) -> model.ResultStatus | None:
                 return writes.fail(
                     conn,
                     params,
@@ -478,13 +445,13 @@ class SqliteJobQueue(StoreBase):
         return self._fenced(failure.op, job_id, token, logs, apply)
 
     def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
     ) -> JobResult:
         """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
         attempt. The timeout bounds the wait for the write lock, retries included."""
         wake = None if release.run_at is None else codec.to_ms(release.run_at)
 
-        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> model.ResultStatus | None:
             requested = writes.requested_cancel(conn, params)
             if requested is not None:  # not back to pending: it was cancelled
                 return writes.end_cancelled(conn, params, requested)
@@ -497,38 +464,38 @@ class SqliteJobQueue(StoreBase):
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
 
-    def write_cancel(self, job_id: str, reason: str) -> CancelOutcome:
+    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
         now = self._now_ms()
         return self._write("cancel", lambda conn: writes.cancel(conn, job_id, reason, now))
 
     def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
-        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> ResultStatus | None:
+        def apply(conn: sqlite3.Connection, params: dict[str, Any]) -> model.ResultStatus | None:
             return writes.end_cancelled(conn, params, writes.requested_cancel(conn, params))
 
         return self._fenced("cancel", job_id, token, logs, apply)
 
     def append_journal(
-        self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
-    ) -> JournalAppendResult:
+        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
+    ) -> model.JournalAppendResult:
         """Read, extend and write back the journal column in one write transaction."""
         params = {"id": job_id, "token": token}
         entries = [dict(r) for r in records]
 
-        def write(conn: sqlite3.Connection) -> JournalAppendResult:
+        def write(conn: sqlite3.Connection) -> model.JournalAppendResult:
             applied = writes.append_journal(conn, params, entries, position)
             return "applied" if applied else "lease-lost"
 
         return self._write("append_journal", write)
 
     # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
+    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         """Recover up to ``limit`` expired leases, all in one write transaction."""
         now = self.now()
         cutoff = now - timedelta(seconds=visibility_timeout + self.clock_skew_allowance)
         # heartbeat_at (whole ms) < cutoff exactly when it is < the cutoff rounded up.
         params: dict[str, Any] = {"now": codec.to_ms(now), "cutoff": codec.ceil_ms(cutoff)}
 
-        def sweep(conn: sqlite3.Connection) -> ReapReport:
+        def sweep(conn: sqlite3.Connection) -> model.ReapReport:
             stuck = conn.execute(
                 "SELECT id, claim_token, attempts, max_attempts, reserved, unstarted_reaps, "
                 "cancel_requested "
@@ -544,7 +511,7 @@ class SqliteJobQueue(StoreBase):
                 if outcome is not None:
                     counts[outcome] += 1
                     ids.append(row["id"])
-            return ReapReport(
+            return model.ReapReport(
                 counts["recovered"],
                 counts["stalled"],
                 counts["superseded"],
@@ -646,7 +613,7 @@ class SqliteJobQueue(StoreBase):
             ),
         )
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
+    def get_stats(self, type: str | None = None) -> model.QueueStats:
         now = self.now()
         return self._read("get_stats", lambda conn: queries.stats(conn, type, now))
 

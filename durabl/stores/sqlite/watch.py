@@ -20,11 +20,11 @@ interval each.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from durabl.stores.base import PushListener, PushStatus
+from durabl.stores.push import WatcherThread
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +55,10 @@ class ChangeWatcher:
         self.interval = interval
         self.path = path
         self._on_exit = on_exit
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatcherThread(THREAD_NAME, self._run)
         self._last: int | None = None
         self._errors = 0
-        self._state = "idle"
+        self._loop_ended = False
         #: How many times a change woke the processors (for status and tests).
         self.wakeups = 0
 
@@ -83,27 +81,15 @@ class ChangeWatcher:
 
     # -- the thread -----------------------------------------------------------------------
     def start(self) -> None:
-        with self._lock:
-            if self._thread is not None or self._stop.is_set():
-                return
-            self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-            self._state = "watching"
-            thread = self._thread
-        thread.start()
+        self._thread.start()
 
     def stop(self, timeout: float) -> bool:
-        self._stop.set()
-        with self._lock:
-            thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return self._thread.stop(timeout)
 
     def _run(self) -> None:
         wait = self.interval
         try:
-            while not self._stop.wait(wait):
+            while not self._thread.stopping.wait(wait):
                 if self._listener.push_closing():
                     break
                 try:
@@ -124,7 +110,7 @@ class ChangeWatcher:
                     self._errors = 0
                 wait = self.next_wait()
         finally:
-            self._state = "stopped"
+            self._loop_ended = True
             if self._on_exit is not None:
                 self._on_exit()
 
@@ -137,11 +123,10 @@ class ChangeWatcher:
 
     def status(self) -> PushStatus:
         details = {"interval": self.interval, "wakeups": self.wakeups, "errors": self._errors}
-        thread = self._thread
-        if self._state == "watching" and (thread is None or not thread.is_alive()):
-            self._state = "stopped"  # e.g. in a child process: fork copies no threads
-        if self._state != "watching":
-            return PushStatus("poll", f"the SQLite change check is {self._state}", details)
+        life = self._thread.life()
+        if life != "running" or self._loop_ended:
+            state = "idle" if life == "idle" else "stopped"
+            return PushStatus("poll", f"the SQLite change check is {state}", details)
         if self._errors:
             reason = "the SQLite change check is failing: polling until it works again"
             return PushStatus("poll", reason, details)

@@ -209,12 +209,11 @@ def claim(
     candidates: str,
     params: dict[str, Any],
     limit: int,
-    now: int,
-    owner: str,
     reserve: bool = False,
 ) -> list[sqlite3.Row]:
     """Claim up to ``limit`` jobs matching ``candidates`` (one of DUE_OF_TYPE, DUE_BY_KEY,
     BY_ID) in one statement; the claimed rows (with ``claim_token``) in claim order.
+    ``params`` holds the candidates' parameters and the claim's ``now`` and ``owner``.
     ``reserve`` marks them claimed ahead of a free worker (see :mod:`durabl.model.rules`)."""
     rows = conn.execute(
         _CLAIM.format(
@@ -223,7 +222,7 @@ def claim(
             # A pending row is never reserved (leaving "active" clears it): only set it.
             reserve=", reserved = 1" if reserve else "",
         ),
-        {**params, "now": now, "owner": owner, "limit": limit},
+        {**params, "limit": limit},
     ).fetchall()
     rows.sort(key=lambda r: (r["priority"], r["run_at"], r["seq"]))
     return rows
