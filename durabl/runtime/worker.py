@@ -98,7 +98,8 @@ class Processors:
     """The processors of one queue, by type: one per type, registered once, none after
     the queue began closing. Finds the processor a due job wakes, or runs in the caller.
 
-    ``ready`` prepares the store (the queue's startup).
+    ``ready`` prepares the store (the queue's startup); ``immediate``: a job that becomes
+    due runs in the calling thread instead of waking a worker.
     """
 
     def __init__(
@@ -109,12 +110,14 @@ class Processors:
         closing: Callable[[], bool],
         ready: Callable[[], object],
         lease_owner: str,
+        immediate: bool = False,
     ) -> None:
         self.runtime = runtime
         self.lock = lock
         self.closing = closing
         self.ready = ready
         self.lease_owner = lease_owner
+        self.immediate = immediate
         #: The live map by type; read it under ``lock`` where registration must not race.
         self.by_type: dict[str, Processor] = {}
 
@@ -164,16 +167,32 @@ class Processors:
     def all(self) -> list[Processor]:
         return list(self.by_type.values())
 
-    def job_due(self, type: str, *, immediate: bool) -> None:
+    def job_due(self, type: str) -> None:
         """A job of ``type`` became due in this process: wake its processor, or, in
         immediate mode, run one job in the calling thread. Nothing once closing."""
         processor = self.by_type.get(type)
         if processor is None or self.closing():
             return
-        if immediate:
+        if self.immediate:
             processor.process_one()
         else:
             processor.wake()
+
+    def job_moved(self, job_id: str, moved: bool) -> bool:
+        """After an operation that may have made job ``job_id`` due (``moved``): wake the
+        processor of its type. Returns ``moved``."""
+        job = self.runtime.backend.get_job(job_id) if moved else None
+        if job is not None:
+            self.job_due(job.type)
+        return moved
+
+    def jobs_moved(self, type: str | None, moved: int) -> int:
+        """After a bulk operation made ``moved`` jobs of ``type`` due (None: of any type):
+        wake the processors concerned. Returns ``moved``."""
+        if moved:
+            for due in [type] if type else list(self.by_type):
+                self.job_due(due)
+        return moved
 
     def run_pending(self, type: str | None, *, limit: int | None) -> int:
         """Run due jobs of ``type`` (None: every registered type) in the calling thread,
