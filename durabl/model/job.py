@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from durabl.model import backoff as _backoff
 from durabl.model.backoff import BackoffPolicy
@@ -125,17 +125,7 @@ AttemptOutcome = Literal[
     "superseded",
     "invalid-payload",
 ]
-ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
-    "completed",
-    "retry-scheduled",
-    "failed",
-    "lease-lost",
-    "released",
-    "stalled",
-    "cancelled",
-    "superseded",
-    "invalid-payload",
-)
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
 #: How many attempts a job's history keeps (the newest).
 ATTEMPTS_KEPT = 25
 #: The longest one-line error an attempt keeps, in characters.
