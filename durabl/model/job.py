@@ -67,22 +67,9 @@ TerminalStatus = Literal["completed", "failed", "superseded", "cancelled"]
 FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
 DedupeScope = Literal["pending+active", "pending"]
 
-STATUSES: tuple[JobStatus, ...] = (
-    "pending",
-    "active",
-    "completed",
-    "failed",
-    "superseded",
-    "cancelled",
-)
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded", "cancelled")
-FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "retries-exhausted",
-    "fatal",
-    "stalled",
-    "interrupted",
-    "invalid-payload",
-)
+STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 #: The failure kinds that dead-letter a job (``on_dead_letter``; ``interrupted`` does not:
 #: the process was stopped, the job did not fail on its own).
 DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
@@ -91,7 +78,7 @@ DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
     "stalled",
     "invalid-payload",
 )
-DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
+DEDUPE_SCOPES: tuple[DedupeScope, ...] = get_args(DedupeScope)
 
 ResultStatus = Literal[
     "completed",
