@@ -16,6 +16,7 @@ import random
 import socket
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.exceptions import QueueShutdownError
@@ -94,6 +95,7 @@ def run_due(
     return ran
 
 
+@dataclass(eq=False)
 class Processors:
     """The processors of one queue, by type: one per type, registered once, none after
     the queue began closing. Finds the processor a due job wakes, or runs in the caller.
@@ -102,24 +104,15 @@ class Processors:
     due runs in the calling thread instead of waking a worker.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        *,
-        lock: threading.RLock,
-        closing: Callable[[], bool],
-        ready: Callable[[], object],
-        lease_owner: str,
-        immediate: bool = False,
-    ) -> None:
-        self.runtime = runtime
-        self.lock = lock
-        self.closing = closing
-        self.ready = ready
-        self.lease_owner = lease_owner
-        self.immediate = immediate
-        #: The live map by type; read it under ``lock`` where registration must not race.
-        self.by_type: dict[str, Processor] = {}
+    runtime: Runtime
+    _: KW_ONLY
+    lock: threading.RLock
+    closing: Callable[[], bool]
+    ready: Callable[[], object]
+    lease_owner: str
+    immediate: bool = False
+    #: The live map by type; read it under ``lock`` where registration must not race.
+    by_type: dict[str, Processor] = field(default_factory=dict, init=False)
 
     def register(
         self,
