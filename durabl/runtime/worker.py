@@ -199,29 +199,22 @@ class Processors:
         return run_due(processors, limit=limit, closing=self.closing)
 
 
+@dataclass(eq=False)
 class Processor:
     """Runs ``handler`` for jobs of ``type`` with ``concurrency`` worker threads."""
 
-    def __init__(
-        self,
-        type: str,
-        handler: Handler,
-        runtime: Runtime,
-        *,
-        concurrency: int = 1,
-        poll_interval: float = 5.0,
-        heartbeat_interval: float | None = None,
-        lease_owner: str = "",
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.type = type
-        self.handler = handler
-        self.runtime = runtime
-        self.concurrency = concurrency
-        self.poll_interval = poll_interval
-        self.heartbeat_interval = heartbeat_interval
-        self.lease_owner = lease_owner
-        self._rand = rand
+    type: str
+    handler: Handler
+    runtime: Runtime
+    _: KW_ONLY
+    concurrency: int = 1
+    poll_interval: float = 5.0
+    heartbeat_interval: float | None = None
+    lease_owner: str = ""
+    rand: Callable[[], float] = random.random
+    polls: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
         self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
         self._outstanding = 0  # claimed and not finished: running or waiting for a worker
@@ -237,9 +230,8 @@ class Processor:
         # Every outcome is written by one thread (completions in batches), while workers
         # run on.
         self.completer: Completer[ManagedRun] = Completer(
-            runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
+            self.runtime.backend, f"durabl-completer-{self.type}", on_written=self._after_write
         )
-        self.polls = 0
 
     # -- one step, for tests and for the poller ------------------------------------------
     def free_slots(self) -> int:
@@ -374,7 +366,7 @@ class Processor:
     def _next_wait(self) -> float:
         if self._errors:
             return float(min(self.poll_interval * 2.0 ** min(self._errors, 6), ERROR_BACKOFF_MAX))
-        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self._rand())
+        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self.rand())
 
     def _poll_loop(self) -> None:
         limit: int | None = None
