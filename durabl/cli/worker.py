@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
@@ -212,27 +213,20 @@ def startup_line(
     return "; ".join(parts) + "; Ctrl-C or SIGTERM to stop"
 
 
+@dataclass(eq=False)
 class Worker:
     """Wait for a signal, drain within the timeout, and report what a long drain waits for."""
 
-    def __init__(
-        self,
-        queue: JobQueue,
-        shutdown_timeout: float,
-        *,
-        out: TextIO,
-        err: TextIO,
-        hard_exit: Callable[[int], object] = os._exit,
-    ) -> None:
-        self.queue = queue
-        self.shutdown_timeout = shutdown_timeout
-        self.out = out
-        self.err = err
-        self.hard_exit = hard_exit
-        self.signalled = threading.Event()
-        self.drained = threading.Event()
-        self.released = 0
-        self.previous: dict[int, Any] = {}
+    queue: JobQueue
+    shutdown_timeout: float
+    _: KW_ONLY
+    out: TextIO
+    err: TextIO
+    hard_exit: Callable[[int], object] = os._exit
+    signalled: threading.Event = field(default_factory=threading.Event, init=False)
+    drained: threading.Event = field(default_factory=threading.Event, init=False)
+    released: int = field(default=0, init=False)
+    previous: dict[int, Any] = field(default_factory=dict, init=False)
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signalled.is_set():

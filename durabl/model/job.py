@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from durabl.model import backoff as _backoff
 from durabl.model.backoff import BackoffPolicy
@@ -67,22 +67,9 @@ TerminalStatus = Literal["completed", "failed", "superseded", "cancelled"]
 FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
 DedupeScope = Literal["pending+active", "pending"]
 
-STATUSES: tuple[JobStatus, ...] = (
-    "pending",
-    "active",
-    "completed",
-    "failed",
-    "superseded",
-    "cancelled",
-)
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = ("completed", "failed", "superseded", "cancelled")
-FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "retries-exhausted",
-    "fatal",
-    "stalled",
-    "interrupted",
-    "invalid-payload",
-)
+STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 #: The failure kinds that dead-letter a job (``on_dead_letter``; ``interrupted`` does not:
 #: the process was stopped, the job did not fail on its own).
 DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
@@ -91,7 +78,7 @@ DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
     "stalled",
     "invalid-payload",
 )
-DEDUPE_SCOPES: tuple[DedupeScope, ...] = ("pending+active", "pending")
+DEDUPE_SCOPES: tuple[DedupeScope, ...] = get_args(DedupeScope)
 
 ResultStatus = Literal[
     "completed",
@@ -125,17 +112,7 @@ AttemptOutcome = Literal[
     "superseded",
     "invalid-payload",
 ]
-ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
-    "completed",
-    "retry-scheduled",
-    "failed",
-    "lease-lost",
-    "released",
-    "stalled",
-    "cancelled",
-    "superseded",
-    "invalid-payload",
-)
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
 #: How many attempts a job's history keeps (the newest).
 ATTEMPTS_KEPT = 25
 #: The longest one-line error an attempt keeps, in characters.

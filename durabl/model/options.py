@@ -76,6 +76,20 @@ class NewJob:
         return self.dedupe_scope if self.dedupe_key is not None else None
 
 
+def check_queue_durations(
+    visibility_timeout: Seconds, retention: Seconds | None
+) -> tuple[float, float | None]:
+    """A queue's visibility timeout and retention in seconds; ``ValueError`` unless both
+    are positive (a retention of None keeps finished jobs)."""
+    vt = to_seconds(visibility_timeout, "visibility_timeout")
+    if vt <= 0:
+        raise ValueError("visibility_timeout must be positive")
+    keep = None if retention is None else to_seconds(retention, "retention")
+    if keep is not None and not keep > 0:
+        raise ValueError(f"retention must be a positive duration or None, got {retention!r}")
+    return vt, keep
+
+
 def check_payload_size(type: str, size: int) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise DocumentTooLargeError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, LogBuffer
 from durabl.model.clock import Clock
@@ -20,6 +21,7 @@ from durabl.stores.base import Backend
 logger = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class Heartbeat:
     """Renews one lease every ``interval`` seconds until stopped.
 
@@ -28,33 +30,21 @@ class Heartbeat:
     the deadline where it is, so the run aborts when it passes unconfirmed.
     """
 
-    def __init__(
-        self,
-        backend: Backend,
-        job_id: str,
-        token: str,
-        *,
-        signal: AbortSignal,
-        logs: LogBuffer,
-        clock: Clock,
-        interval: float,
-        visibility_timeout: float,
-        on_lease_lost: Callable[[], None] | None = None,
-    ) -> None:
-        self.backend = backend
-        self.job_id = job_id
-        self.token = token
-        self.signal = signal
-        self.logs = logs
-        self.clock = clock
-        self.interval = interval
-        self.visibility_timeout = visibility_timeout
-        self.on_lease_lost = on_lease_lost
-        self.beats = 0
-        self._stop = Flag()
-        self._thread: threading.Thread | None = None
-        self._host: HeartbeatThread | None = None
-        self._due = 0.0
+    backend: Backend
+    job_id: str
+    token: str
+    _: KW_ONLY
+    signal: AbortSignal
+    logs: LogBuffer
+    clock: Clock
+    interval: float
+    visibility_timeout: float
+    on_lease_lost: Callable[[], None] | None = None
+    beats: int = field(default=0, init=False)
+    _stop: Flag = field(default_factory=Flag, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _host: HeartbeatThread | None = field(default=None, init=False, repr=False)
+    _due: float = field(default=0.0, init=False, repr=False)
 
     def beat(self) -> str | None:
         """One renewal. Returns "applied", "lease-lost", "cancel-requested" (renewed, and

@@ -4,6 +4,7 @@ same-key followers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from durabl.model.exceptions import QueueShutdownError
@@ -12,84 +13,70 @@ from durabl.model.options import NewJob
 from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt, release_unrun
 
 
-def claim_new(
-    runtime: Runtime,
-    job: NewJob,
-    *,
-    lease_owner: str,
-    closing: Callable[[], bool],
-    job_due: Callable[[str], None],
-) -> JobHandle[Any] | None:
-    """Store ``job`` already claimed when its dedupe key allows a run now, as
-    :meth:`durabl.JobQueue.claim_or_enqueue` describes; otherwise it is enqueued (or
-    coalesced; ``job_due`` is told of a new pending job) and None returned. A claim made
-    as the queue began closing is handed back and refused."""
-    result = runtime.backend.claim_or_enqueue(job, lease_owner)
-    handle = result.handle
-    if handle is None:
-        if result.enqueued_id is not None:
-            job_due(job.type)
-        return None
-    if closing():
-        release_unrun(handle)
-        raise QueueShutdownError("claim_or_enqueue() refused: the queue is shutting down")
-    runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))
-    return handle
+@dataclass(frozen=True)
+class InlineRuns:
+    """The inline runs of one queue (``runtime``), claimed for ``lease_owner``;
+    ``closing`` tells whether the queue is shutting down, and ``job_due`` is told of a
+    new pending job of a type."""
 
+    runtime: Runtime
+    lease_owner: str
+    closing: Callable[[], bool]
+    job_due: Callable[[str], None]
 
-def run_claimed(
-    runtime: Runtime,
-    handle: JobHandle[Any],
-    handler: Handler,
-    *,
-    max_drains: int,
-    lease_owner: str,
-    closing: Callable[[], bool],
-) -> None:
-    """Check the options of :meth:`durabl.JobQueue.run_claimed`, refuse (handing the
-    claim back) once the queue is closing, else run it with its followers."""
-    if isinstance(max_drains, bool) or not isinstance(max_drains, int) or max_drains < 0:
-        raise ValueError(f"max_drains must be an int >= 0, got {max_drains!r}")
-    if closing():
-        release_unrun(handle)
-        raise QueueShutdownError("run_claimed() refused: the queue is shutting down")
-    run_with_followers(
-        runtime, handle, handler, max_drains=max_drains, lease_owner=lease_owner, closing=closing
-    )
+    def claim_new(self, job: NewJob) -> JobHandle[Any] | None:
+        """Store ``job`` already claimed when its dedupe key allows a run now, as
+        :meth:`durabl.JobQueue.claim_or_enqueue` describes; otherwise it is enqueued (or
+        coalesced) and None returned. A claim made as the queue began closing is handed
+        back and refused."""
+        result = self.runtime.backend.claim_or_enqueue(job, self.lease_owner)
+        handle = result.handle
+        if handle is None:
+            if result.enqueued_id is not None:
+                self.job_due(job.type)
+            return None
+        self._refuse_when_closing(handle, "claim_or_enqueue()")
+        self._claimed(handle)
+        return handle
 
+    def run_claimed(self, handle: JobHandle[Any], handler: Handler, max_drains: int) -> None:
+        """Run ``handle`` under management, then claim and run pending jobs of the same
+        type and dedupe key (at most ``max_drains``), as :meth:`durabl.JobQueue.run_claimed`
+        describes. Raises the first handler error at the end. Refused (the claim handed
+        back) once the queue is closing."""
+        if isinstance(max_drains, bool) or not isinstance(max_drains, int) or max_drains < 0:
+            raise ValueError(f"max_drains must be an int >= 0, got {max_drains!r}")
+        self._refuse_when_closing(handle, "run_claimed()")
+        first_error: BaseException | None = None
+        current: JobHandle[Any] | None = handle
+        drains = 0
+        while current is not None:
+            outcome = ManagedRun(current, handler, self.runtime).execute()
+            if is_interrupt(outcome.error):
+                raise outcome.error  # type: ignore[misc]  # recorded as a failed attempt
+            if outcome.error is not None and first_error is None:
+                first_error = outcome.error
+            key = current.dedupe_key
+            may_drain = outcome.error is None or outcome.status == "superseded"
+            if key is None or not may_drain or drains >= max_drains:
+                break
+            current = self.runtime.backend.claim_next_by_key(
+                current.type, key, lease_owner=self.lease_owner
+            )
+            if current is None:
+                break
+            drains += 1
+            if self.closing():
+                release_unrun(current)
+                break
+            self._claimed(current)
+        if first_error is not None:
+            raise first_error
 
-def run_with_followers(
-    runtime: Runtime,
-    handle: JobHandle[Any],
-    handler: Handler,
-    *,
-    max_drains: int,
-    lease_owner: str,
-    closing: Callable[[], bool],
-) -> None:
-    """Run ``handle`` under management, then claim and run pending jobs of the same type
-    and dedupe key (at most ``max_drains``), as :meth:`durabl.JobQueue.run_claimed`
-    describes. Raises the first handler error at the end."""
-    first_error: BaseException | None = None
-    current: JobHandle[Any] | None = handle
-    drains = 0
-    while current is not None:
-        outcome = ManagedRun(current, handler, runtime).execute()
-        if is_interrupt(outcome.error):
-            raise outcome.error  # type: ignore[misc]  # recorded as a failed attempt
-        if outcome.error is not None and first_error is None:
-            first_error = outcome.error
-        key = current.dedupe_key
-        may_drain = outcome.error is None or outcome.status == "superseded"
-        if key is None or not may_drain or drains >= max_drains:
-            break
-        current = runtime.backend.claim_next_by_key(current.type, key, lease_owner=lease_owner)
-        if current is None:
-            break
-        drains += 1
-        if closing():
-            release_unrun(current)
-            break
-        runtime.emit(JobEvent("claimed", current.type, current.id, attempt=current.attempts))
-    if first_error is not None:
-        raise first_error
+    def _refuse_when_closing(self, handle: JobHandle[Any], what: str) -> None:
+        if self.closing():
+            release_unrun(handle)
+            raise QueueShutdownError(f"{what} refused: the queue is shutting down")
+
+    def _claimed(self, handle: JobHandle[Any]) -> None:
+        self.runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from durabl.model.workers import WorkerInfo, removal_cutoff
+from durabl.model.workers import WorkerInfo, removal_cutoff, with_states
 from durabl.runtime.worker import Processor
 from durabl.stores.base import Backend
 
@@ -63,6 +63,13 @@ class Presence:
     @property
     def enabled(self) -> bool:
         return self.backend.supports_workers
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker process the store records (``gone`` ones marked); an empty list
+        when the store keeps no registry."""
+        if not self.enabled:
+            return []
+        return with_states(self.backend.load_workers(), self.backend.now())
 
     def interval(self) -> float:
         """The shortest heartbeat interval of the queue's processors."""

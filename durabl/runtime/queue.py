@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from datetime import datetime
@@ -12,7 +11,6 @@ from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import (
-    DEFAULTABLE_OPTIONS,
     ConcurrencyKey,
     DeadLetterHook,
     TypeOptions,
@@ -21,7 +19,6 @@ from durabl.model.declared import (
 )
 from durabl.model.flow import RateLimit
 from durabl.model.job import (
-    TERMINAL_STATUSES,
     FailureKind,
     Job,
     JobEvent,
@@ -36,22 +33,22 @@ from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
-    NewJob,
-    build_new_job,
+    check_queue_durations,
 )
 from durabl.model.rules import PRUNE_STATUSES
 from durabl.model.schedule import Schedule, build_schedule
-from durabl.model.workers import WorkerInfo, with_states
-from durabl.runtime.declared import registry as declarations
+from durabl.model.workers import WorkerInfo
+from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
-from durabl.runtime.inline import claim_new, run_claimed
+from durabl.runtime.inline import InlineRuns
 from durabl.runtime.presence import Presence
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
-from durabl.runtime.scheduler import Scheduler, declared_schedules
+from durabl.runtime.scheduler import Scheduler
 from durabl.runtime.shutdown import Drain, install_signal_handlers
+from durabl.runtime.waiting import wait_terminal
 from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
 
@@ -77,12 +74,7 @@ class JobQueue:
         immediate: bool | None = None,
         retention: Seconds | None = None,
     ) -> None:
-        vt = to_seconds(visibility_timeout, "visibility_timeout")
-        if vt <= 0:
-            raise ValueError("visibility_timeout must be positive")
-        keep = None if retention is None else to_seconds(retention, "retention")
-        if keep is not None and not keep > 0:
-            raise ValueError(f"retention must be a positive duration or None, got {retention!r}")
+        vt, keep = check_queue_durations(visibility_timeout, retention)
         #: Seconds finished jobs are kept: when set, every reaper sweep prunes older ones
         #: (:meth:`prune` with its default statuses).
         self.retention = keep
@@ -101,16 +93,17 @@ class JobQueue:
             closing=self._closing,
             ready=self._ready,
             lease_owner=self.lease_owner,
+            immediate=self.immediate,
         )
         #: The live runs: each tracks itself from its claim until its outcome is written.
         self.runs: RunRegistry[ManagedRun] = RunRegistry()
         #: What wraps every run: see :meth:`add_run_hook`.
         self.run_hooks = RunHooks()
-        #: Per-type options given to :meth:`process` (over the declared ones).
-        self._type_options: dict[str, TypeOptions] = {}
+        #: Per-type options: those given to :meth:`process` over the declared ones.
+        self.types = TypeCatalog()
         self._reaper = ReaperSlot(self)
         #: The scheduler (docs/schedules.md): its thread starts with start_scheduler().
-        self.scheduler = Scheduler(backend, self.clock, self.logger, new_job=self._tick_job)
+        self.scheduler = Scheduler(backend, self.clock, self.logger, new_job=self.types.tick_job)
         #: Push pickup: one change-stream watcher, started by the first process().
         self.pickup = PushPickup(
             backend,
@@ -135,6 +128,7 @@ class JobQueue:
             stop_pickup=self.pickup.stop,
             stop_presence=self.presence.stop,
         )
+        self._inline = InlineRuns(self, self.lease_owner, self._closing, self._processors.job_due)
 
     def __repr__(self) -> str:
         return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
@@ -216,21 +210,19 @@ class JobQueue:
                 "would run before the caller's transaction commits"
             )
         backend = self._ready()
-        job = self._new_job(
+        job = self.types.new_job(
             type,
             data,
-            dict(
-                priority=priority,
-                max_attempts=max_attempts,
-                dedupe_scope=dedupe_scope,
-                backoff=backoff,
-                backoff_delay=backoff_delay,
-                backoff_max_delay=backoff_max_delay,
-            ),
+            priority=priority,
             delay=delay,
             run_at=run_at,
+            max_attempts=max_attempts,
             dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
             coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
             now=backend.now() if delay else None,
@@ -239,38 +231,13 @@ class JobQueue:
             return backend.enqueue_through(job, connection).job_id
         result = backend.enqueue(job)
         if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-            self._job_due(type)
+            self._processors.job_due(type)
         return result.job_id
-
-    def _tick_job(self, schedule: Schedule, tick: datetime) -> NewJob:
-        """The job one tick of ``schedule`` enqueues, checked as :meth:`enqueue` checks a
-        job: the type's declared defaults and schema apply, the schedule's options win."""
-        options = dict(schedule.options)
-        defaultable = {name: options.pop(name, None) for name in DEFAULTABLE_OPTIONS}
-        return self._new_job(schedule.type, schedule.data, defaultable, run_at=tick, **options)
-
-    def _new_job(self, type: str, data: Any, defaultable: dict[str, Any], **options: Any) -> NewJob:
-        """A job checked as every enqueue checks it: the type's defaults under the
-        options given, its payload through the type's schema."""
-        type_options = self.type_options(type)
-        if type_options is None:
-            return build_new_job(type, data, **given_options(**defaultable), **options)
-        flow = type_options.flow_options(
-            data, options.pop("concurrency_key", None), options.pop("concurrency_limit", None)
-        )
-        data = type_options.stored_data(data)
-        return build_new_job(
-            type, data, **type_options.enqueue_options(defaultable), **flow, **options
-        )
 
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
         :meth:`process`, else the type's declaration (``@durabl.job``), else None."""
-        own = self._type_options.get(type)
-        return own if own is not None else declarations.options(type)
-
-    def _job_due(self, type: str) -> None:
-        self._processors.job_due(type, immediate=self.immediate)
+        return self.types.options(type)
 
     # -- processing -----------------------------------------------------------------------
     def process(
@@ -353,23 +320,15 @@ class JobQueue:
             default_poll_interval=self.pickup.default_poll_interval,
         )
         if options is not None:
-            self._type_options[type] = options
+            self.types.give(type, options)
         return processor
 
     def process_declared(self, types: Iterable[str] | None = None) -> list[str]:
         """Start processing every type declared with ``@durabl.job`` in this process (or
         only those named), each with its declared concurrency and intervals; the names
         started, sorted. ``ValueError`` naming any type not declared, before any starts."""
-        names = declarations.types() if types is None else sorted(set(types))
-        found = [(name, declarations.get(name)) for name in names]
-        unknown = [name for name, declaration in found if declaration is None]
-        if unknown:
-            raise ValueError(
-                f"not declared with @durabl.job: {', '.join(map(repr, unknown))}; declared: "
-                f"{', '.join(map(repr, declarations.types())) or 'none'}"
-            )
-        for _, declaration in found:
-            assert declaration is not None
+        declarations = self.types.declarations(types)
+        for declaration in declarations:
             self.process(
                 declaration.type,
                 declaration.handler,
@@ -377,7 +336,7 @@ class JobQueue:
                 poll_interval=declaration.poll_interval,
                 heartbeat_interval=declaration.heartbeat_interval,
             )
-        return names
+        return [declaration.type for declaration in declarations]
 
     @property
     def processors(self) -> dict[str, Processor]:
@@ -418,24 +377,20 @@ class JobQueue:
         self._drain.check_open("claim_or_enqueue()")
         if delay or run_at is not None:
             raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = self._new_job(
+        job = self.types.new_job(
             type,
             data,
-            dict(
-                priority=priority,
-                max_attempts=max_attempts,
-                dedupe_scope=dedupe_scope,
-                backoff=backoff,
-                backoff_delay=backoff_delay,
-                backoff_max_delay=backoff_max_delay,
-            ),
+            priority=priority,
+            max_attempts=max_attempts,
             dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
             coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
         )
         self._ready()
-        return claim_new(
-            self, job, lease_owner=self.lease_owner, closing=self._closing, job_due=self._job_due
-        )
+        return self._inline.claim_new(job)
 
     def run_claimed(
         self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
@@ -447,14 +402,7 @@ class JobQueue:
         work, the old job is superseded and the follower runs. The first handler error is
         re-raised at the end.
         """
-        run_claimed(
-            self,
-            handle,
-            handler,
-            max_drains=max_drains,
-            lease_owner=self.lease_owner,
-            closing=self._closing,
-        )
+        self._inline.run_claimed(handle, handler, max_drains)
 
     # -- operations -----------------------------------------------------------------------
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
@@ -488,12 +436,7 @@ class JobQueue:
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending at attempt 0; False if not failed or its dedupe key is live."""
-        retried = self._ready().retry(job_id)
-        if retried:
-            job = self.backend.get_job(job_id)
-            if job is not None:
-                self._job_due(job.type)
-        return retried
+        return self._processors.job_moved(job_id, self._ready().retry(job_id))
 
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not running."""
@@ -505,22 +448,7 @@ class JobQueue:
         first (None: no limit); ``ValueError`` for an id no job has (or a job deleted
         meanwhile). Reads the store, a little less often the longer it waits (at most
         every half second)."""
-        limit = None if timeout is None else to_seconds(timeout, "timeout")
-        if limit is not None and limit < 0:
-            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
-        deadline = None if limit is None else time.monotonic() + limit
-        pause, idle = 0.005, threading.Event()
-        while True:
-            job = self.get_job(job_id)
-            if job is None:
-                raise ValueError(f"no job with id {job_id!r}")
-            if job.status in TERMINAL_STATUSES:
-                return job
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"job {job_id} is still {job.status} after {limit:g} s")
-            idle.wait(pause if left is None else min(pause, left))
-            pause = min(pause * 2, 0.5)
+        return wait_terminal(self.get_job, job_id, timeout)
 
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:
         """Delete the jobs in ``statuses`` (default completed, superseded and cancelled:
@@ -544,9 +472,7 @@ class JobQueue:
         ``search``) select, in one store operation: each as :meth:`retry` would (a job
         whose dedupe key is live stays failed). The number retried."""
         retried = self._ready().retry_matching(**filters)
-        if retried:
-            self._jobs_due(filters)
-        return retried
+        return self._processors.jobs_moved(filters.get("type"), retried)
 
     def delete_matching(self, **filters: Any) -> int:
         """Delete every job the ``list_jobs`` filters select that is not running, in one
@@ -562,25 +488,13 @@ class JobQueue:
     def run_now(self, job_id: str) -> bool:
         """Make a delayed pending job due now (one already due keeps its place in line);
         False when the job is not pending."""
-        moved = self._ready().run_now(job_id)
-        job = self.backend.get_job(job_id) if moved else None
-        if job is not None:
-            self._job_due(job.type)
-        return moved
+        return self._processors.job_moved(job_id, self._ready().run_now(job_id))
 
     def run_now_matching(self, **filters: Any) -> int:
         """:meth:`run_now` every pending job the ``list_jobs`` filters select, in one store
         operation. The number of delayed jobs made due."""
         moved = self._ready().run_now_matching(**filters)
-        if moved:
-            self._jobs_due(filters)
-        return moved
-
-    def _jobs_due(self, filters: dict[str, Any]) -> None:
-        """Wake the processors of the type ``filters`` selects (of every type: none)."""
-        types = [filters["type"]] if filters.get("type") else list(self._processors.by_type)
-        for type in types:
-            self._job_due(type)
+        return self._processors.jobs_moved(filters.get("type"), moved)
 
     # -- flow control (durabl.model.flow; docs/flow-control.md) ---------------------------
     def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
@@ -605,7 +519,7 @@ class JobQueue:
         """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
         self._drain.check_open("start_reaper()")
         self._ready()
-        return self._reaper.start(None if interval is None else to_seconds(interval, "interval"))
+        return self._reaper.start(interval)
 
     def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
         """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
@@ -651,9 +565,7 @@ class JobQueue:
         thread (idempotent; ``shutdown()`` stops it). Safe in any number of processes."""
         self._drain.check_open("start_scheduler()")
         self._ready()
-        for schedule in declared_schedules():
-            self.scheduler.store(schedule)
-        self.scheduler.start()
+        self.scheduler.start_declared()
 
     def list_schedules(self) -> list[Schedule]:
         """Every schedule in the store, by name, with its next and last tick."""
@@ -669,10 +581,8 @@ class JobQueue:
         """The worker processes recorded in the store (every queue that runs processors,
         in any process), by host and pid; ``gone`` marks those unseen for three heartbeat
         intervals. An empty list when the store keeps no registry."""
-        backend = self._ready()
-        if not backend.supports_workers:
-            return []
-        return with_states(backend.load_workers(), backend.now())
+        self._ready()
+        return self.presence.workers()
 
     # -- shutdown -------------------------------------------------------------------------
     @property

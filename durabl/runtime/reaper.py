@@ -89,12 +89,12 @@ class ReaperSlot:
         self._lock = threading.Lock()
         self._reaper: Reaper | None = None
 
-    def start(self, interval: float | None) -> StartReaperResult:
+    def start(self, interval: Seconds | None) -> StartReaperResult:
         """Sweep once now, then every ``interval`` seconds (None: the default for the
         queue's visibility timeout)."""
         every = default_reaper_interval(self.runtime.visibility_timeout)
         if interval is not None:
-            every = interval
+            every = to_seconds(interval, "interval")
         if every <= 0:
             raise ValueError("reaper interval must be positive")
         with self._lock:

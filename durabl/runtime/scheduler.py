@@ -173,6 +173,13 @@ class Scheduler:
             self._thread = threading.Thread(target=self._loop, name="durabl-scheduler", daemon=True)
             self._thread.start()
 
+    def start_declared(self) -> None:
+        """Store every schedule declared with ``durabl.schedule`` in this process, then
+        :meth:`start`."""
+        for schedule in declared_schedules():
+            self.store(schedule)
+        self.start()
+
     def wake(self) -> None:
         self._wake.set()
 

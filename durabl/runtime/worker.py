@@ -16,6 +16,7 @@ import random
 import socket
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.exceptions import QueueShutdownError
@@ -94,29 +95,24 @@ def run_due(
     return ran
 
 
+@dataclass(eq=False)
 class Processors:
     """The processors of one queue, by type: one per type, registered once, none after
     the queue began closing. Finds the processor a due job wakes, or runs in the caller.
 
-    ``ready`` prepares the store (the queue's startup).
+    ``ready`` prepares the store (the queue's startup); ``immediate``: a job that becomes
+    due runs in the calling thread instead of waking a worker.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        *,
-        lock: threading.RLock,
-        closing: Callable[[], bool],
-        ready: Callable[[], object],
-        lease_owner: str,
-    ) -> None:
-        self.runtime = runtime
-        self.lock = lock
-        self.closing = closing
-        self.ready = ready
-        self.lease_owner = lease_owner
-        #: The live map by type; read it under ``lock`` where registration must not race.
-        self.by_type: dict[str, Processor] = {}
+    runtime: Runtime
+    _: KW_ONLY
+    lock: threading.RLock
+    closing: Callable[[], bool]
+    ready: Callable[[], object]
+    lease_owner: str
+    immediate: bool = False
+    #: The live map by type; read it under ``lock`` where registration must not race.
+    by_type: dict[str, Processor] = field(default_factory=dict, init=False)
 
     def register(
         self,
@@ -164,16 +160,32 @@ class Processors:
     def all(self) -> list[Processor]:
         return list(self.by_type.values())
 
-    def job_due(self, type: str, *, immediate: bool) -> None:
+    def job_due(self, type: str) -> None:
         """A job of ``type`` became due in this process: wake its processor, or, in
         immediate mode, run one job in the calling thread. Nothing once closing."""
         processor = self.by_type.get(type)
         if processor is None or self.closing():
             return
-        if immediate:
+        if self.immediate:
             processor.process_one()
         else:
             processor.wake()
+
+    def job_moved(self, job_id: str, moved: bool) -> bool:
+        """After an operation that may have made job ``job_id`` due (``moved``): wake the
+        processor of its type. Returns ``moved``."""
+        job = self.runtime.backend.get_job(job_id) if moved else None
+        if job is not None:
+            self.job_due(job.type)
+        return moved
+
+    def jobs_moved(self, type: str | None, moved: int) -> int:
+        """After a bulk operation made ``moved`` jobs of ``type`` due (None: of any type):
+        wake the processors concerned. Returns ``moved``."""
+        if moved:
+            for due in [type] if type else list(self.by_type):
+                self.job_due(due)
+        return moved
 
     def run_pending(self, type: str | None, *, limit: int | None) -> int:
         """Run due jobs of ``type`` (None: every registered type) in the calling thread,
@@ -187,29 +199,22 @@ class Processors:
         return run_due(processors, limit=limit, closing=self.closing)
 
 
+@dataclass(eq=False)
 class Processor:
     """Runs ``handler`` for jobs of ``type`` with ``concurrency`` worker threads."""
 
-    def __init__(
-        self,
-        type: str,
-        handler: Handler,
-        runtime: Runtime,
-        *,
-        concurrency: int = 1,
-        poll_interval: float = 5.0,
-        heartbeat_interval: float | None = None,
-        lease_owner: str = "",
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.type = type
-        self.handler = handler
-        self.runtime = runtime
-        self.concurrency = concurrency
-        self.poll_interval = poll_interval
-        self.heartbeat_interval = heartbeat_interval
-        self.lease_owner = lease_owner
-        self._rand = rand
+    type: str
+    handler: Handler
+    runtime: Runtime
+    _: KW_ONLY
+    concurrency: int = 1
+    poll_interval: float = 5.0
+    heartbeat_interval: float | None = None
+    lease_owner: str = ""
+    rand: Callable[[], float] = random.random
+    polls: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
         self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
         self._outstanding = 0  # claimed and not finished: running or waiting for a worker
@@ -225,9 +230,8 @@ class Processor:
         # Every outcome is written by one thread (completions in batches), while workers
         # run on.
         self.completer: Completer[ManagedRun] = Completer(
-            runtime.backend, f"durabl-completer-{type}", on_written=self._after_write
+            self.runtime.backend, f"durabl-completer-{self.type}", on_written=self._after_write
         )
-        self.polls = 0
 
     # -- one step, for tests and for the poller ------------------------------------------
     def free_slots(self) -> int:
@@ -362,7 +366,7 @@ class Processor:
     def _next_wait(self) -> float:
         if self._errors:
             return float(min(self.poll_interval * 2.0 ** min(self._errors, 6), ERROR_BACKOFF_MAX))
-        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self._rand())
+        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self.rand())
 
     def _poll_loop(self) -> None:
         limit: int | None = None
