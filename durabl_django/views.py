@@ -809,7 +809,7 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
     require(request)
     queue = get_job_queue()
     empty = model_admin.get_empty_value_display()
-    supported = bool(getattr(queue.backend, "supports_schedules", False))
+    supported = queue.backend.supports_schedules
     schedules = queue.list_schedules() if supported else []
     rows = []
     for schedule in schedules:

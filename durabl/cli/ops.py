@@ -252,30 +252,13 @@ def run_retry(args: argparse.Namespace) -> int:
 
 
 def retry_all(queue: JobQueue, type: str | None, kind: str | None) -> int:
-    """Retry every failed job matching the filter; a progress line when there are many."""
-    bulk: Callable[..., int] | None = getattr(queue, "retry_matching", None)
+    """Retry every failed job matching the filter in one store operation; a progress line
+    first when there are many."""
     selection = {k: v for k, v in (("type", type), ("failure_kind", kind)) if v}
     total = queue.count_jobs(status="failed", **selection)
-    if bulk is not None:  # one store operation
-        if total > PROGRESS_EVERY:
-            print(f"retrying {total} failed job(s)...", file=sys.stderr, flush=True)
-        return bulk(**selection)
-    retried = seen = 0
-    skipped: set[str] = set()
-    while True:
-        page = [j for j in queue.list_jobs(status="failed", limit=200, **selection)]
-        page = [j for j in page if j.id not in skipped]
-        if not page:
-            return retried
-        for job in page:
-            seen += 1
-            if queue.retry(job.id):
-                retried += 1
-            else:
-                skipped.add(job.id)
-            if total > PROGRESS_EVERY and seen % PROGRESS_EVERY == 0:
-                line = f"retry: {seen}/{total} job(s) done, {retried} retried"
-                print(line, file=sys.stderr, flush=True)
+    if total > PROGRESS_EVERY:
+        print(f"retrying {total} failed job(s)...", file=sys.stderr, flush=True)
+    return queue.retry_matching(**selection)
 
 
 def configure_delete(sub: Sub) -> None:
@@ -445,17 +428,13 @@ def report_health(args: argparse.Namespace, ok: bool, reason: str, lag: float | 
 
 
 def commands() -> tuple[Callable[[Sub], None], ...]:
-    """The operator commands; ``cancel`` and ``prune`` when the queue offers them."""
+    """The operator commands."""
     found: list[Callable[[Sub], None]] = [
         configure_stats,
         configure_jobs,
         configure_show,
         configure_retry,
     ]
-    if hasattr(JobQueue, "cancel"):
-        found.append(configure_cancel)
-    found.append(configure_delete)
-    if hasattr(JobQueue, "prune"):
-        found.append(configure_prune)
+    found += [configure_cancel, configure_delete, configure_prune]
     found += [configure_schedules, configure_health]
     return tuple(found)
