@@ -112,23 +112,33 @@ def test_a_writer_paused_after_inserting_its_held_copy_releases_nothing_later() 
     assert state.last_job_id == job_id
 
 
-def test_a_held_copy_left_by_a_dead_writer_is_released_once() -> None:
-    clock = FakeClock()
-    store, queue, outbox = paused_firing(clock)
-    job_id = str(outbox[0]["_id"])
+def finish_and_die(store: MongoJobQueue, outbox: list[dict[str, Any]], before: str) -> None:
+    """Run the outbox's steps 2-3 in a process that dies (SystemExit) just before the store
+    call that comes after the step named ``before`` ("insert": between 2a and 2b; "own":
+    after 2b, before the copy is released or deleted)."""
     real_call = store.store.call
+    seen: list[str] = []
 
-    def dies_after_insert(operation: str, fn: Any, **kw: Any) -> Any:
-        if getattr(fn, "__name__", "") == "own":
-            raise SystemExit  # the process dies between step 2a and 2b
+    def dying(operation: str, fn: Any, **kw: Any) -> Any:
+        if seen and seen[-1] == before:
+            raise SystemExit
+        seen.append(getattr(fn, "__name__", ""))
         return real_call(operation, fn, **kw)
 
-    store.store.call = dies_after_insert  # type: ignore[method-assign]
+    store.store.call = dying  # type: ignore[method-assign]
     try:
         store.schedules.finish("s", outbox)
     except SystemExit:
         pass
-    store.store.call = real_call  # type: ignore[method-assign]
+    finally:
+        store.store.call = real_call  # type: ignore[method-assign]
+
+
+def test_a_held_copy_left_by_a_dead_writer_is_released_once() -> None:
+    clock = FakeClock()
+    store, queue, outbox = paused_firing(clock)
+    job_id = str(outbox[0]["_id"])
+    finish_and_die(store, outbox, before="insert")  # dies between step 2a and 2b
     clock.advance(11)
     queue.scheduler.run_once()
     (job,) = store.list_jobs(type="tick")
@@ -147,21 +157,7 @@ def test_a_late_copy_left_by_a_writer_that_died_is_swept_by_the_reaper() -> None
     clock.advance(11)
     queue.scheduler.run_once()  # another scheduler finishes the outbox
     run_and_delete_the_tick(store, job_id)
-    real_call = store.store.call
-    seen: list[str] = []
-
-    def dies_after_own(operation: str, fn: Any, **kw: Any) -> Any:
-        if seen and seen[-1] == "own":
-            raise SystemExit  # the process dies before deleting its late copy
-        seen.append(getattr(fn, "__name__", ""))
-        return real_call(operation, fn, **kw)
-
-    store.store.call = dies_after_own  # type: ignore[method-assign]
-    try:
-        store.schedules.finish("s", outbox)
-    except SystemExit:
-        pass
-    store.store.call = real_call  # type: ignore[method-assign]
+    finish_and_die(store, outbox, before="own")  # dies before deleting its late copy
     late = store.get_job(job_id)
     assert late is not None and late.status == "pending" and late.run_at.year == 9999
     store.reap(30)
@@ -173,19 +169,7 @@ def test_the_sweep_leaves_a_held_copy_that_a_finisher_will_release() -> None:
     clock = FakeClock()
     store, queue, outbox = paused_firing(clock)
     job_id = str(outbox[0]["_id"])
-    real_call = store.store.call
-
-    def dies_after_insert(operation: str, fn: Any, **kw: Any) -> Any:
-        if getattr(fn, "__name__", "") == "own":
-            raise SystemExit
-        return real_call(operation, fn, **kw)
-
-    store.store.call = dies_after_insert  # type: ignore[method-assign]
-    try:
-        store.schedules.finish("s", outbox)
-    except SystemExit:
-        pass
-    store.store.call = real_call  # type: ignore[method-assign]
+    finish_and_die(store, outbox, before="insert")
     clock.advance(11)
     store.reap(30)  # its outbox entry has no owner yet: the tick's real job
     held = store.get_job(job_id)
