@@ -83,3 +83,12 @@ def test_every_operation_works_right_after_startup(backend: Backend, clock: Fake
         assert fresh.has_outstanding("t", "k") is False
     finally:
         fresh.close()
+
+
+def test_after_startup_nothing_is_pending(backend: Backend) -> None:
+    """What ``durabl migrate --check`` asks: once started, a store has no schema migration
+    and nothing else of its setup left to do (MongoDB: every index in place)."""
+    backend.startup()
+    version = backend.schema_version()
+    assert version is None or not version.pending
+    assert backend.pending_setup() == ()
