@@ -9,6 +9,8 @@ from typing import Any
 import mongomock
 
 from durabl import JobQueue, MongoJobQueue
+from durabl.model.exceptions import BackendUnavailableError
+from durabl.model.options import build_new_job
 from durabl.model.schedule import plan_firing, tick_job
 from durabl.testing import FakeClock
 
@@ -177,3 +179,19 @@ def test_the_sweep_leaves_a_held_copy_that_a_finisher_will_release() -> None:
     queue.scheduler.run_once()
     (job,) = store.list_jobs(type="tick")
     assert job.id == job_id and job.run_at == outbox[0]["run_at"]
+
+
+def test_a_failed_sweep_of_held_copies_does_not_lose_the_reap_report() -> None:
+    clock = FakeClock()
+    store = MongoJobQueue(mongomock.MongoClient(tz_aware=True)["d"], clock=clock)
+    store.startup()
+    job_id = store.enqueue(build_new_job("t", {})).job_id
+    store.claim("t", limit=1, lease_owner="w")
+    clock.advance(60)
+
+    def unavailable() -> int:
+        raise BackendUnavailableError("MongoDB unavailable during reap: gone")
+
+    store.schedules.sweep_held = unavailable  # type: ignore[method-assign]
+    report = store.reap(30)
+    assert report.recovered == 1 and report.job_ids == (job_id,)

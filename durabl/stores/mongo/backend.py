@@ -883,7 +883,10 @@ class MongoJobQueue(StoreBase):
     # -- recovery and operations (the reaper and the queries) -----------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
         report = self.reaper.reap(visibility_timeout, limit=limit)
-        self.schedules.sweep_held()
+        try:
+            self.schedules.sweep_held()
+        except DurablError as exc:  # the sweep's turn comes again; the report stands
+            logger.warning("sweep of held schedule ticks failed: %s", exc)
         return report
 
     def has_outstanding(self, type: str, dedupe_key: str) -> bool:
