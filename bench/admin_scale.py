@@ -1,0 +1,218 @@
+"""The admin at scale: fill a SQLite store with many jobs, then time the store queries the
+admin makes and each admin page (through Django's test client), median of several runs.
+
+    .venv/bin/python bench/admin_scale.py                 # 1,000,000 jobs (fill cached in /tmp)
+    .venv/bin/python bench/admin_scale.py --jobs 20000    # a quick run
+    .venv/bin/python bench/admin_scale.py --bar 200 --repeat 5 --refill
+
+Exits 1 when a page's median is over ``--bar`` ms. The filled file is kept under /tmp
+(named by the job count) so a rerun skips the fill; ``--refill`` rebuilds it.
+PostgreSQL is not filled by this script yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TYPES = ("email", "report", "webhook", "thumbnail", "billing")
+# status, share of the jobs
+MIX = (
+    ("completed", 0.80),
+    ("failed", 0.06),
+    ("pending", 0.10),
+    ("active", 0.01),
+    ("cancelled", 0.03),
+)
+KINDS = ("retries-exhausted", "fatal", "stalled", "interrupted")
+SPAN_MS = 7 * 24 * 3600 * 1000  # timestamps over the last week
+BATCH = 50_000
+
+
+def fill_sqlite(path: Path, jobs: int) -> None:
+    """``jobs`` rows of a realistic mix, written with executemany in big transactions."""
+    from durabl.stores.sqlite import SqliteJobQueue
+
+    path.unlink(missing_ok=True)
+    store = SqliteJobQueue(str(path))
+    store.startup()
+    store.close()
+    rng = random.Random(17)
+    now_ms = int(time.time() * 1000)
+    statuses = [s for s, _ in MIX]
+    weights = [w for _, w in MIX]
+    conn = sqlite3.connect(path)
+    columns = (
+        "id, type, data, status, priority, run_at, attempts, max_attempts, dedupe_key, "
+        "created_at, updated_at, finished_at, fail_reason, failure_kind, backoff, "
+        "backoff_delay, backoff_max_delay, lease_owner, heartbeat_at, claimed_at"
+    )
+    insert = f"INSERT INTO durabl_jobs ({columns}) VALUES ({', '.join('?' * 20)})"
+    made = 0
+    while made < jobs:
+        rows = []
+        for _ in range(min(BATCH, jobs - made)):
+            made += 1
+            created = now_ms - int(SPAN_MS * (1 - made / jobs)) - rng.randint(0, 60_000)
+            status = rng.choices(statuses, weights)[0]
+            updated = min(now_ms, created + rng.randint(10, 120_000))
+            finished = updated if status in ("completed", "failed", "cancelled") else None
+            failed = status == "failed"
+            active = status == "active"
+            rows.append(
+                (
+                    uuid.UUID(int=rng.getrandbits(128)).hex,
+                    rng.choice(TYPES),
+                    json.dumps({"n": made}),
+                    status,
+                    rng.choice((0, 0, 0, 10)),
+                    created,
+                    rng.randint(1, 3) if status != "pending" else 0,
+                    3,
+                    f"key-{made}" if made % 4 == 0 else None,
+                    created,
+                    updated,
+                    finished,
+                    f"ValueError: bad row {made}\nTraceback ..." if failed else None,
+                    rng.choice(KINDS) if failed else None,
+                    "exponential",
+                    1.0,
+                    300.0,
+                    "bench-worker" if active else None,
+                    updated if active else None,
+                    updated if active else None,
+                )
+            )
+        with conn:
+            conn.executemany(insert, rows)
+    conn.execute("ANALYZE")
+    conn.close()
+
+
+def median_ms(action: Callable[[], Any], repeat: int) -> float:
+    action()  # warm the caches once
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def setup_django(url: str) -> Any:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.django.settings")
+    os.environ["DURABL_TEST_URL"] = url  # read by the test settings at import
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0, run_syncdb=True)
+    user = User.objects.create_superuser("bench", "bench@example.com", "x")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--bar", type=float, default=200.0, help="ms a page may take")
+    parser.add_argument("--refill", action="store_true")
+    args = parser.parse_args()
+
+    path = Path(f"/tmp/durabl_admin_scale_{args.jobs}.sqlite3")
+    if args.refill or not path.exists():
+        start = time.perf_counter()
+        fill_sqlite(path, args.jobs)
+        print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
+
+    from durabl.stores.sqlite import SqliteJobQueue
+
+    store = SqliteJobQueue(str(path))
+    store.startup()  # applies new migrations (indexes) to a cached file
+    job_id = store.list_jobs(status="failed", limit=1)[0].id
+    queries: list[tuple[str, Callable[[], Any]]] = []
+    for status in ("pending", "active", "completed", "failed", "cancelled"):
+        queries.append(
+            (
+                f"list_jobs(status={status}, limit=50)",
+                lambda s=status: store.list_jobs(status=s, limit=50),
+            )
+        )
+        queries.append(
+            (f"count_jobs(status={status})", lambda s=status: store.count_jobs(status=s))
+        )
+    queries += [
+        (
+            "list_jobs(failed, order=-updated_at)",
+            lambda: store.list_jobs(status="failed", order="-updated_at", limit=50),
+        ),
+        (
+            "list_jobs(failed, type=email)",
+            lambda: store.list_jobs(status="failed", type="email", limit=50),
+        ),
+        ("get_stats(None)", lambda: store.get_stats(None)),
+        ("get_stats(email)", lambda: store.get_stats("email")),
+        ("get_job", lambda: store.get_job(job_id)),
+    ]
+    print(f"\nSQLite, {args.jobs:,} jobs, median of {args.repeat}")
+    print(f"{'store query':<44} {'ms':>9}")
+    for label, action in queries:
+        print(f"{label:<44} {median_ms(action, args.repeat):9.1f}")
+    store.close()
+
+    client = setup_django(f"sqlite:///{path}")
+    pages = [("overview", "/admin/durabl_django/queueoverview/")]
+    for status, model in (
+        ("failed", "job"),
+        ("pending", "pendingjob"),
+        ("active", "activejob"),
+        ("completed", "completedjob"),
+        ("cancelled", "cancelledjob"),
+    ):
+        pages.append((f"{status} list", f"/admin/durabl_django/{model}/"))
+    from django.urls import reverse
+
+    pages.append(("job page", reverse("admin:durabl_django_job_detail", args=[job_id])))
+    over = []
+    print(f"\n{'admin page':<44} {'ms':>9}")
+    for label, url in pages:
+
+        def get(url: str = url) -> None:
+            response = client.get(url)
+            assert response.status_code == 200, (
+                url,
+                response.status_code,
+                response.get("Location"),
+            )
+
+        ms = median_ms(get, args.repeat)
+        flag = "  OVER" if ms > args.bar else ""
+        print(f"{label:<44} {ms:9.1f}{flag}")
+        if ms > args.bar:
+            over.append(label)
+    if over:
+        print(f"\nover {args.bar:g} ms: {', '.join(over)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
