@@ -244,8 +244,9 @@ def _unfiltered(filters: JobFilters) -> JobFilters:
 
 
 def _types_listed(queue: JobQueue, status: str) -> list[str]:
-    """The types with at least one job of ``status``: the type filter's choices."""
-    return [t for t in queue.job_types() if queue.count_jobs(status=status, type=t)]
+    """The types with at least one job of ``status``: the type filter's choices (one
+    indexed look-up of a single job per type, never a count)."""
+    return [t for t in queue.job_types() if queue.list_jobs(status=status, type=t, limit=1)]
 
 
 def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, Any]]:
