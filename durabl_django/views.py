@@ -244,9 +244,14 @@ def _unfiltered(filters: JobFilters) -> JobFilters:
 
 
 def _types_listed(queue: JobQueue, status: str) -> list[str]:
-    """The types with at least one job of ``status``: the type filter's choices (one
-    indexed look-up of a single job per type, never a count)."""
-    return [t for t in queue.job_types() if queue.list_jobs(status=status, type=t, limit=1)]
+    """The types with at least one job of ``status``: the type filter's choices (one job
+    looked up per type, in ``run_at`` order, which the stores' (type, status, run_at)
+    index serves; never a count)."""
+    return [
+        t
+        for t in queue.job_types()
+        if queue.list_jobs(status=status, type=t, order="run_at", limit=1)
+    ]
 
 
 def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, Any]]:
