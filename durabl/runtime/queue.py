@@ -6,7 +6,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
@@ -21,8 +20,6 @@ from durabl.model.job import (
     JobEvent,
     JobHandle,
     QueueHealth,
-    ReapReport,
-    StartReaperResult,
 )
 from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
@@ -30,9 +27,8 @@ from durabl.model.options import (
     DEFAULT_VISIBILITY_TIMEOUT,
     check_queue_durations,
 )
-from durabl.model.schedule import Schedule, build_schedule
-from durabl.model.workers import WorkerInfo
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.enqueuing import Enqueuing
 from durabl.runtime.forward import Forward
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import InlineRuns
@@ -43,6 +39,7 @@ from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
 from durabl.runtime.scheduler import Scheduler
+from durabl.runtime.services import QueueServices
 from durabl.runtime.shutdown import Drain, install_signal_handlers
 from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
@@ -119,11 +116,24 @@ class JobQueue:
             clock=self.clock,
             runs=self.runs,
             processors=self._processors.all,
-            stop_reaper=self.stop_reaper,
+            stop_reaper=self._reaper.stop,
             stop_pickup=self.pickup.stop,
             stop_presence=self.presence.stop,
         )
+        #: The reaper, the scheduler and the workers registry, as operated.
+        self.services = QueueServices(
+            self._ready, self._drain.check_open, self._reaper, self.scheduler, self.presence
+        )
         self._inline = InlineRuns(self, self.lease_owner, self._closing, self._processors.job_due)
+        #: Where jobs are made: enqueue() and claim_or_enqueue().
+        self.enqueuing = Enqueuing(
+            self._ready,
+            self.types,
+            self._processors,
+            self._inline,
+            self._drain.check_open,
+            self.immediate,
+        )
         #: The operator's store operations (list, retry, cancel, prune, stats, ...).
         self.operations = QueueOperations(
             self._ready, self._processors, lambda: self.visibility_timeout
@@ -173,65 +183,8 @@ class JobQueue:
     def _closing(self) -> bool:
         return self._drain.started
 
-    # -- enqueue --------------------------------------------------------------------------
-    def enqueue(
-        self,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        connection: object | None = None,
-    ) -> str | None:
-        """Store a job; its id, or None when its dedupe slot is taken (see the docs).
-
-        An option left at None takes the type's declared default (``@durabl.job`` or
-        :meth:`process`), else durabl's (priority 0, 3 attempts, ``pending+active``,
-        exponential backoff from 1 s to 300 s). A type with a schema validates ``data``
-        first: ``PayloadValidationError`` and nothing written when it does not match.
-
-        ``connection``: the caller's open database connection (a psycopg ``Connection``
-        on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
-        inside the transaction open on it: it exists if and only if that commits."""
-        if connection is not None and self.immediate:
-            raise ValueError(
-                "enqueue(connection=...) cannot be used on an immediate queue: the job "
-                "would run before the caller's transaction commits"
-            )
-        backend = self._ready()
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            now=backend.now() if delay else None,
-        )
-        if connection is not None:  # workers learn of it at the caller's commit
-            return backend.enqueue_through(job, connection).job_id
-        result = backend.enqueue(job)
-        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-            self._processors.job_due(type)
-        return result.job_id
+    # -- enqueue: durabl.runtime.enqueuing ----------------------------------------------
+    enqueue = Forward("enqueuing", Enqueuing.enqueue)
 
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
@@ -352,44 +305,8 @@ class JobQueue:
         (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
         return self._processors.run_pending(type, limit=limit)
 
-    # -- inline runs ----------------------------------------------------------------------
-    def claim_or_enqueue(
-        self,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-    ) -> JobHandle[Any] | None:
-        """Create the job already claimed when its dedupe key allows a run now, for
-        :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
-        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
-        refused, since an inline run happens now."""
-        self._drain.check_open("claim_or_enqueue()")
-        if delay or run_at is not None:
-            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-        )
-        self._ready()
-        return self._inline.claim_new(job)
+    # -- inline runs ---------------------------------------------------------------------
+    claim_or_enqueue = Forward("enqueuing", Enqueuing.claim_or_enqueue)
 
     def run_claimed(
         self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
@@ -424,75 +341,15 @@ class JobQueue:
     get_stats = Forward("operations", QueueOperations.get_stats)
     job_types = Forward("operations", QueueOperations.job_types)
 
-    # -- reaper ---------------------------------------------------------------------------
-    def start_reaper(self, interval: Seconds | None = None) -> StartReaperResult:
-        """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
-        self._drain.check_open("start_reaper()")
-        self._ready()
-        return self._reaper.start(interval)
-
-    def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
-        """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
-        leases back to pending, stalled at their last attempt, or superseded. Uses the
-        queue's visibility timeout unless told otherwise."""
-        self._ready()
-        return self._reaper.reap_once(visibility_timeout)
-
-    def stop_reaper(self, timeout: float = 5.0) -> None:
-        """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
-        self._reaper.stop(timeout)
-
-    # -- schedules (docs/schedules.md) -------------------------------------------------
-    def schedule(
-        self,
-        name: str,
-        type: str,
-        *,
-        cron: str | None = None,
-        every: Seconds | None = None,
-        data: Any = None,
-        timezone: str = "UTC",
-        catch_up: str = "latest",
-        **enqueue_options: Any,
-    ) -> None:
-        """Store a schedule now (unchanged when stored with the same definition): ``cron``
-        (5 fields, or 6 with seconds first) in ``timezone``, or ``every`` seconds."""
-        schedule = build_schedule(
-            name,
-            type,
-            cron=cron,
-            every=every,
-            data=data,
-            timezone=timezone,
-            catch_up=catch_up,
-            **enqueue_options,
-        )
-        self._ready()
-        self.scheduler.store(schedule)
-
-    def start_scheduler(self) -> None:
-        """Store the schedules declared with ``durabl.schedule`` and start the scheduler
-        thread (idempotent; ``shutdown()`` stops it). Safe in any number of processes."""
-        self._drain.check_open("start_scheduler()")
-        self._ready()
-        self.scheduler.start_declared()
-
-    def list_schedules(self) -> list[Schedule]:
-        """Every schedule in the store, by name, with its next and last tick."""
-        return self._ready().load_schedules()
-
-    def delete_schedule(self, name: str) -> bool:
-        """Remove a stored schedule; False when there was none. (A declared schedule is
-        stored again by the next ``start_scheduler()``.)"""
-        return self._ready().delete_schedule(name)
-
-    # -- workers registry (docs/operations.md) ------------------------------------------
-    def list_workers(self) -> list[WorkerInfo]:
-        """The worker processes recorded in the store (every queue that runs processors,
-        in any process), by host and pid; ``gone`` marks those unseen for three heartbeat
-        intervals. An empty list when the store keeps no registry."""
-        self._ready()
-        return self.presence.workers()
+    # -- reaper, schedules, workers registry: durabl.runtime.services -------------------
+    start_reaper = Forward("services", QueueServices.start_reaper)
+    reap_once = Forward("services", QueueServices.reap_once)
+    stop_reaper = Forward("services", QueueServices.stop_reaper)
+    schedule = Forward("services", QueueServices.schedule)
+    start_scheduler = Forward("services", QueueServices.start_scheduler)
+    list_schedules = Forward("services", QueueServices.list_schedules)
+    delete_schedule = Forward("services", QueueServices.delete_schedule)
+    list_workers = Forward("services", QueueServices.list_workers)
 
     # -- shutdown -------------------------------------------------------------------------
     @property
