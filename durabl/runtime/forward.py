@@ -4,6 +4,7 @@ How :class:`durabl.JobQueue` stays a thin front over its parts (composition)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -31,3 +32,22 @@ class Forward(Generic[P, R]):
             return self.method
         bound: Callable[P, R] = getattr(getattr(owner, self.part), self.method.__name__)
         return bound
+
+
+def takes_as(
+    source: Callable[P, Any],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
+    """Give the decorated method (``self, *args, **kwargs``) the parameters of
+    ``source``, for mypy and ``inspect``/``help()``: a signature written once where its
+    values are checked, not listed again at every hop that passes them on."""
+    params = list(inspect.signature(source).parameters.values())
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+
+    def give(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
+        returns = inspect.signature(method).return_annotation
+        method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [self_param, *params], return_annotation=returns
+        )
+        return method
+
+    return give

@@ -12,6 +12,7 @@ from durabl.model.clock import Seconds
 from durabl.model.job import ReapReport, StartReaperResult
 from durabl.model.schedule import Schedule, build_schedule
 from durabl.model.workers import WorkerInfo
+from durabl.runtime.forward import takes_as
 from durabl.runtime.presence import Presence
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.scheduler import Scheduler
@@ -48,31 +49,11 @@ class QueueServices:
         self.reaper.stop(timeout)
 
     # -- schedules ------------------------------------------------------------------------
-    def schedule(
-        self,
-        /,
-        name: str,
-        type: str,
-        *,
-        cron: str | None = None,
-        every: Seconds | None = None,
-        data: Any = None,
-        timezone: str = "UTC",
-        catch_up: str = "latest",
-        **enqueue_options: Any,
-    ) -> None:
+    @takes_as(build_schedule)
+    def schedule(self, /, *args: Any, **kwargs: Any) -> None:
         """Store a schedule now (unchanged when stored with the same definition): ``cron``
         (5 fields, or 6 with seconds first) in ``timezone``, or ``every`` seconds."""
-        schedule = build_schedule(
-            name,
-            type,
-            cron=cron,
-            every=every,
-            data=data,
-            timezone=timezone,
-            catch_up=catch_up,
-            **enqueue_options,
-        )
+        schedule = build_schedule(*args, **kwargs)
         self.ready()
         self.scheduler.store(schedule)
 
