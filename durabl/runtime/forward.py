@@ -51,3 +51,17 @@ def takes_as(
         return method
 
     return give
+
+
+def takes_like(source: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """:func:`takes_as` for a plain function (no ``self``)."""
+    params = inspect.signature(source).parameters.values()
+
+    def give(function: Callable[..., R]) -> Callable[P, R]:
+        returns = inspect.signature(function).return_annotation
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            list(params), return_annotation=returns
+        )
+        return function
+
+    return give
