@@ -130,7 +130,7 @@ class QueueMetrics:
         queue.on_job_event = self.on_event
         self._remove_hook = queue.add_run_hook(self.run_hook)
         self._enqueue = queue.enqueue
-        queue.enqueue = self.counting_enqueue(queue.enqueue)  # type: ignore[method-assign]
+        queue.enqueue = self.counting_enqueue(queue.enqueue)
 
     def child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -189,7 +189,7 @@ class QueueMetrics:
         """Stop feeding these metrics and unregister them from their registry."""
         self.queue.on_job_event = self._previous_sink
         self._remove_hook()
-        self.queue.enqueue = self._enqueue  # type: ignore[method-assign]
+        self.queue.enqueue = self._enqueue
         for collector in (
             self.enqueued,
             self.completed,

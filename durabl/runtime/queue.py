@@ -6,7 +6,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
@@ -17,17 +16,10 @@ from durabl.model.declared import (
     build_type_options,
     given_options,
 )
-from durabl.model.flow import RateLimit
 from durabl.model.job import (
-    FailureKind,
-    Job,
     JobEvent,
     JobHandle,
     QueueHealth,
-    QueueStats,
-    ReapReport,
-    StartReaperResult,
-    with_lease,
 )
 from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
@@ -35,20 +27,20 @@ from durabl.model.options import (
     DEFAULT_VISIBILITY_TIMEOUT,
     check_queue_durations,
 )
-from durabl.model.rules import PRUNE_STATUSES
-from durabl.model.schedule import Schedule, build_schedule
-from durabl.model.workers import WorkerInfo
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.enqueuing import Enqueuing
+from durabl.runtime.forward import Forward
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import InlineRuns
+from durabl.runtime.operations import QueueOperations
 from durabl.runtime.presence import Presence
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.run import Handler, ManagedRun
 from durabl.runtime.scheduler import Scheduler
+from durabl.runtime.services import QueueServices
 from durabl.runtime.shutdown import Drain, install_signal_handlers
-from durabl.runtime.waiting import wait_terminal
 from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
 
@@ -124,11 +116,28 @@ class JobQueue:
             clock=self.clock,
             runs=self.runs,
             processors=self._processors.all,
-            stop_reaper=self.stop_reaper,
+            stop_reaper=self._reaper.stop,
             stop_pickup=self.pickup.stop,
             stop_presence=self.presence.stop,
         )
+        #: The reaper, the scheduler and the workers registry, as operated.
+        self.services = QueueServices(
+            self._ready, self._drain.check_open, self._reaper, self.scheduler, self.presence
+        )
         self._inline = InlineRuns(self, self.lease_owner, self._closing, self._processors.job_due)
+        #: Where jobs are made: enqueue() and claim_or_enqueue().
+        self.enqueuing = Enqueuing(
+            self._ready,
+            self.types,
+            self._processors,
+            self._inline,
+            self._drain.check_open,
+            self.immediate,
+        )
+        #: The operator's store operations (list, retry, cancel, prune, stats, ...).
+        self.operations = QueueOperations(
+            self._ready, self._processors, lambda: self.visibility_timeout
+        )
 
     def __repr__(self) -> str:
         return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
@@ -174,65 +183,8 @@ class JobQueue:
     def _closing(self) -> bool:
         return self._drain.started
 
-    # -- enqueue --------------------------------------------------------------------------
-    def enqueue(
-        self,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        connection: object | None = None,
-    ) -> str | None:
-        """Store a job; its id, or None when its dedupe slot is taken (see the docs).
-
-        An option left at None takes the type's declared default (``@durabl.job`` or
-        :meth:`process`), else durabl's (priority 0, 3 attempts, ``pending+active``,
-        exponential backoff from 1 s to 300 s). A type with a schema validates ``data``
-        first: ``PayloadValidationError`` and nothing written when it does not match.
-
-        ``connection``: the caller's open database connection (a psycopg ``Connection``
-        on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
-        inside the transaction open on it: it exists if and only if that commits."""
-        if connection is not None and self.immediate:
-            raise ValueError(
-                "enqueue(connection=...) cannot be used on an immediate queue: the job "
-                "would run before the caller's transaction commits"
-            )
-        backend = self._ready()
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            now=backend.now() if delay else None,
-        )
-        if connection is not None:  # workers learn of it at the caller's commit
-            return backend.enqueue_through(job, connection).job_id
-        result = backend.enqueue(job)
-        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-            self._processors.job_due(type)
-        return result.job_id
+    # -- enqueue: durabl.runtime.enqueuing ----------------------------------------------
+    enqueue = Forward("enqueuing", Enqueuing.enqueue)
 
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
@@ -353,44 +305,8 @@ class JobQueue:
         (or ``limit`` ran). For tests, scripts and cron-style "burst" workers."""
         return self._processors.run_pending(type, limit=limit)
 
-    # -- inline runs ----------------------------------------------------------------------
-    def claim_or_enqueue(
-        self,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-    ) -> JobHandle[Any] | None:
-        """Create the job already claimed when its dedupe key allows a run now, for
-        :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
-        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
-        refused, since an inline run happens now."""
-        self._drain.check_open("claim_or_enqueue()")
-        if delay or run_at is not None:
-            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-        )
-        self._ready()
-        return self._inline.claim_new(job)
+    # -- inline runs ---------------------------------------------------------------------
+    claim_or_enqueue = Forward("enqueuing", Enqueuing.claim_or_enqueue)
 
     def run_claimed(
         self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
@@ -404,185 +320,36 @@ class JobQueue:
         """
         self._inline.run_claimed(handle, handler, max_drains)
 
-    # -- operations -----------------------------------------------------------------------
-    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
-        """Advisory: whether a pending or active job of ``type`` holds ``dedupe_key``."""
-        return self._ready().has_outstanding(type, dedupe_key)
+    # -- operations: durabl.runtime.operations ------------------------------------------
+    has_outstanding = Forward("operations", QueueOperations.has_outstanding)
+    get_job = Forward("operations", QueueOperations.get_job)
+    list_failed = Forward("operations", QueueOperations.list_failed)
+    list_jobs = Forward("operations", QueueOperations.list_jobs)
+    count_jobs = Forward("operations", QueueOperations.count_jobs)
+    retry = Forward("operations", QueueOperations.retry)
+    delete = Forward("operations", QueueOperations.delete)
+    wait = Forward("operations", QueueOperations.wait)
+    prune = Forward("operations", QueueOperations.prune)
+    cancel = Forward("operations", QueueOperations.cancel)
+    retry_matching = Forward("operations", QueueOperations.retry_matching)
+    delete_matching = Forward("operations", QueueOperations.delete_matching)
+    cancel_matching = Forward("operations", QueueOperations.cancel_matching)
+    run_now = Forward("operations", QueueOperations.run_now)
+    run_now_matching = Forward("operations", QueueOperations.run_now_matching)
+    set_rate_limit = Forward("operations", QueueOperations.set_rate_limit)
+    get_rate_limit = Forward("operations", QueueOperations.get_rate_limit)
+    get_stats = Forward("operations", QueueOperations.get_stats)
+    job_types = Forward("operations", QueueOperations.job_types)
 
-    def get_job(self, job_id: str) -> Job[Any] | None:
-        """The job, or None; an active one with its ``lease_expires_at``."""
-        job = self._ready().get_job(job_id)
-        return None if job is None else with_lease(job, self.visibility_timeout)
-
-    def list_failed(
-        self,
-        *,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        limit: int = 100,
-    ) -> list[Job[Any]]:
-        """Terminal-failed jobs, newest failure first."""
-        return self._ready().list_jobs(
-            status="failed", type=type, failure_kind=failure_kind, limit=limit
-        )
-
-    def list_jobs(self, **filters: Any) -> list[Job[Any]]:
-        """Jobs by ``status``, ``type``, ``failure_kind``, ``search``; ``limit``/``offset``."""
-        jobs = self._ready().list_jobs(**filters)
-        return [with_lease(job, self.visibility_timeout) for job in jobs]
-
-    def count_jobs(self, **filters: Any) -> int:
-        return self._ready().count_jobs(**filters)
-
-    def retry(self, job_id: str) -> bool:
-        """failed -> pending at attempt 0; False if not failed or its dedupe key is live."""
-        return self._processors.job_moved(job_id, self._ready().retry(job_id))
-
-    def delete(self, job_id: str) -> bool:
-        """Remove a job that is not running."""
-        return self._ready().delete(job_id)
-
-    def wait(self, job_id: str, timeout: Seconds | None = None) -> Job[Any]:
-        """Block until the job is terminal (completed, failed, superseded, cancelled) and
-        return it, with its ``result``. ``TimeoutError`` when ``timeout`` seconds pass
-        first (None: no limit); ``ValueError`` for an id no job has (or a job deleted
-        meanwhile). Reads the store, a little less often the longer it waits (at most
-        every half second)."""
-        return wait_terminal(self.get_job, job_id, timeout)
-
-    def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:
-        """Delete the jobs in ``statuses`` (default completed, superseded and cancelled:
-        failed jobs are kept unless named) that finished more than ``older_than`` seconds
-        ago, with their logs, in one store operation; the number deleted. ``ValueError``
-        for an age that is not positive or a status that is not terminal."""
-        return self._ready().prune(older_than=older_than, statuses=statuses)
-
-    def cancel(self, job_id: str, reason: str | None = None) -> bool:
-        """Cancel a job. Pending: it ends ``cancelled`` at once (its dedupe slot freed).
-        Active: cancellation is requested; the run's ``ctx.signal`` aborts with reason
-        ``"cancelled"`` at its next heartbeat (within one heartbeat interval) and the job
-        ends ``cancelled`` however the run ends, unless its handler returns first
-        (``completed``). False for a terminal or unknown job, or when cancellation was
-        already requested. ``reason`` (default ``"cancelled"``) is kept as
-        ``fail_reason``."""
-        return self._ready().cancel(job_id, reason) != "not-cancellable"
-
-    def retry_matching(self, **filters: Any) -> int:
-        """Retry every failed job the ``list_jobs`` filters (``type``, ``failure_kind``,
-        ``search``) select, in one store operation: each as :meth:`retry` would (a job
-        whose dedupe key is live stays failed). The number retried."""
-        retried = self._ready().retry_matching(**filters)
-        return self._processors.jobs_moved(filters.get("type"), retried)
-
-    def delete_matching(self, **filters: Any) -> int:
-        """Delete every job the ``list_jobs`` filters select that is not running, in one
-        store operation. The number deleted."""
-        return self._ready().delete_matching(**filters)
-
-    def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
-        """Cancel every job the ``list_jobs`` filters select, in one store operation, as
-        :meth:`cancel` would each: pending ones end ``cancelled``, running ones are asked
-        to stop; terminal ones are left. The number cancelled or asked."""
-        return self._ready().cancel_matching(reason=reason, **filters)
-
-    def run_now(self, job_id: str) -> bool:
-        """Make a delayed pending job due now (one already due keeps its place in line);
-        False when the job is not pending."""
-        return self._processors.job_moved(job_id, self._ready().run_now(job_id))
-
-    def run_now_matching(self, **filters: Any) -> int:
-        """:meth:`run_now` every pending job the ``list_jobs`` filters select, in one store
-        operation. The number of delayed jobs made due."""
-        moved = self._ready().run_now_matching(**filters)
-        return self._processors.jobs_moved(filters.get("type"), moved)
-
-    # -- flow control (durabl.model.flow; docs/flow-control.md) ---------------------------
-    def set_rate_limit(self, type: str, limit: int | None, per: Seconds | None = None) -> None:
-        """At most ``limit`` jobs of ``type`` start in each window of ``per`` seconds
-        (windows aligned to the epoch), across every process using this store; kept in
-        the store. ``limit=None`` removes the type's limit."""
-        self._ready().set_rate_limit(type, limit, per)
-
-    def get_rate_limit(self, type: str) -> RateLimit | None:
-        """The stored rate limit of ``type`` (``.limit``, ``.per``), or None."""
-        return self._ready().get_rate_limit(type)
-
-    def get_stats(self, type: str | None = None) -> QueueStats:
-        return self._ready().get_stats(type)
-
-    def job_types(self) -> list[str]:
-        """Types with stored jobs, plus the types this process handles."""
-        return sorted(set(self._ready().job_types()) | set(self._processors.by_type))
-
-    # -- reaper ---------------------------------------------------------------------------
-    def start_reaper(self, interval: Seconds | None = None) -> StartReaperResult:
-        """Sweep once now (``recovered``: how many, None if it failed), then periodically."""
-        self._drain.check_open("start_reaper()")
-        self._ready()
-        return self._reaper.start(interval)
-
-    def reap_once(self, visibility_timeout: Seconds | None = None) -> ReapReport:
-        """One recovery sweep now, in this thread (``manage.py reap``, cron): expired
-        leases back to pending, stalled at their last attempt, or superseded. Uses the
-        queue's visibility timeout unless told otherwise."""
-        self._ready()
-        return self._reaper.reap_once(visibility_timeout)
-
-    def stop_reaper(self, timeout: float = 5.0) -> None:
-        """Stop the periodic sweeps; waits up to ``timeout`` for a sweep under way."""
-        self._reaper.stop(timeout)
-
-    # -- schedules (docs/schedules.md) -------------------------------------------------
-    def schedule(
-        self,
-        name: str,
-        type: str,
-        *,
-        cron: str | None = None,
-        every: Seconds | None = None,
-        data: Any = None,
-        timezone: str = "UTC",
-        catch_up: str = "latest",
-        **enqueue_options: Any,
-    ) -> None:
-        """Store a schedule now (unchanged when stored with the same definition): ``cron``
-        (5 fields, or 6 with seconds first) in ``timezone``, or ``every`` seconds."""
-        schedule = build_schedule(
-            name,
-            type,
-            cron=cron,
-            every=every,
-            data=data,
-            timezone=timezone,
-            catch_up=catch_up,
-            **enqueue_options,
-        )
-        self._ready()
-        self.scheduler.store(schedule)
-
-    def start_scheduler(self) -> None:
-        """Store the schedules declared with ``durabl.schedule`` and start the scheduler
-        thread (idempotent; ``shutdown()`` stops it). Safe in any number of processes."""
-        self._drain.check_open("start_scheduler()")
-        self._ready()
-        self.scheduler.start_declared()
-
-    def list_schedules(self) -> list[Schedule]:
-        """Every schedule in the store, by name, with its next and last tick."""
-        return self._ready().load_schedules()
-
-    def delete_schedule(self, name: str) -> bool:
-        """Remove a stored schedule; False when there was none. (A declared schedule is
-        stored again by the next ``start_scheduler()``.)"""
-        return self._ready().delete_schedule(name)
-
-    # -- workers registry (docs/operations.md) ------------------------------------------
-    def list_workers(self) -> list[WorkerInfo]:
-        """The worker processes recorded in the store (every queue that runs processors,
-        in any process), by host and pid; ``gone`` marks those unseen for three heartbeat
-        intervals. An empty list when the store keeps no registry."""
-        self._ready()
-        return self.presence.workers()
+    # -- reaper, schedules, workers registry: durabl.runtime.services -------------------
+    start_reaper = Forward("services", QueueServices.start_reaper)
+    reap_once = Forward("services", QueueServices.reap_once)
+    stop_reaper = Forward("services", QueueServices.stop_reaper)
+    schedule = Forward("services", QueueServices.schedule)
+    start_scheduler = Forward("services", QueueServices.start_scheduler)
+    list_schedules = Forward("services", QueueServices.list_schedules)
+    delete_schedule = Forward("services", QueueServices.delete_schedule)
+    list_workers = Forward("services", QueueServices.list_workers)
 
     # -- shutdown -------------------------------------------------------------------------
     @property

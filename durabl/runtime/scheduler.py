@@ -19,10 +19,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from durabl.model.clock import Clock, Seconds
+from durabl.model.clock import Clock
 from durabl.model.options import NewJob
 from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule, build_schedule, plan_firing, tick_job
+from durabl.runtime.forward import takes_like
 from durabl.stores.base import Backend
 
 #: At most one store query per this many seconds per process, however many schedules.
@@ -36,32 +37,14 @@ _declared: dict[str, Schedule] = {}
 _declared_lock = threading.Lock()
 
 
-def declare(
-    name: str,
-    type: str,
-    *,
-    cron: str | None = None,
-    every: Seconds | None = None,
-    data: Any = None,
-    timezone: str = "UTC",
-    catch_up: str = "latest",
-    **enqueue_options: Any,
-) -> Schedule:
+@takes_like(build_schedule)
+def declare(*args: Any, **kwargs: Any) -> Schedule:
     """``durabl.schedule``: validate and remember a schedule for every queue of this
     process; ``start_scheduler()`` stores it. No I/O. A later declaration of the same name
     replaces the earlier one."""
-    schedule = build_schedule(
-        name,
-        type,
-        cron=cron,
-        every=every,
-        data=data,
-        timezone=timezone,
-        catch_up=catch_up,
-        **enqueue_options,
-    )
+    schedule = build_schedule(*args, **kwargs)
     with _declared_lock:
-        _declared[name] = schedule
+        _declared[schedule.name] = schedule
     return schedule
 
 

@@ -1,0 +1,129 @@
+"""Making jobs: ``enqueue`` (stored for the workers) and ``claim_or_enqueue`` (stored
+already claimed, for an inline run). :class:`durabl.JobQueue` forwards both here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from durabl.model.clock import Seconds
+from durabl.model.job import JobHandle
+from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.inline import InlineRuns
+from durabl.runtime.worker import Processors
+from durabl.stores.base import Backend
+
+
+@dataclass(frozen=True)
+class Enqueuing:
+    """``ready`` returns the started store; ``types`` completes each job with its type's
+    options; ``processors`` are told of jobs due now; ``check_open(what)`` refuses
+    ``what`` once the queue is shutting down; ``immediate`` as the queue's."""
+
+    ready: Callable[[], Backend]
+    types: TypeCatalog
+    processors: Processors
+    inline: InlineRuns
+    check_open: Callable[[str], None]
+    immediate: bool
+
+    def enqueue(
+        self,
+        /,
+        type: str,
+        data: Any,
+        *,
+        priority: int | None = None,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_scope: str | None = None,
+        coalesce: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: object | None = None,
+    ) -> str | None:
+        """Store a job; its id, or None when its dedupe slot is taken (see the docs).
+
+        An option left at None takes the type's declared default (``@durabl.job`` or
+        :meth:`process`), else durabl's (priority 0, 3 attempts, ``pending+active``,
+        exponential backoff from 1 s to 300 s). A type with a schema validates ``data``
+        first: ``PayloadValidationError`` and nothing written when it does not match.
+
+        ``connection``: the caller's open database connection (a psycopg ``Connection``
+        on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
+        inside the transaction open on it: it exists if and only if that commits."""
+        if connection is not None and self.immediate:
+            raise ValueError(
+                "enqueue(connection=...) cannot be used on an immediate queue: the job "
+                "would run before the caller's transaction commits"
+            )
+        backend = self.ready()
+        job = self.types.new_job(
+            type,
+            data,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            now=backend.now() if delay else None,
+        )
+        if connection is not None:  # workers learn of it at the caller's commit
+            return backend.enqueue_through(job, connection).job_id
+        result = backend.enqueue(job)
+        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
+            self.processors.job_due(type)
+        return result.job_id
+
+    def claim_or_enqueue(
+        self,
+        /,
+        type: str,
+        data: Any,
+        *,
+        priority: int | None = None,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_scope: str | None = None,
+        coalesce: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+    ) -> JobHandle[Any] | None:
+        """Create the job already claimed when its dedupe key allows a run now, for
+        :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
+        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
+        refused, since an inline run happens now."""
+        self.check_open("claim_or_enqueue()")
+        if delay or run_at is not None:
+            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
+        job = self.types.new_job(
+            type,
+            data,
+            priority=priority,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_scope=dedupe_scope,
+            coalesce=coalesce,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+        )
+        self.ready()
+        return self.inline.claim_new(job)
