@@ -182,7 +182,14 @@ def test_sigterm_drains_and_another_process_finishes_the_job(
     draining.kill(signal.SIGTERM)
     # The claim comes back within the 0.5 s grace period plus the release write (bounded
     # at 1 s), seen from here while the process is still draining.
-    wait_until(lambda: getattr(queue.get_job(job_id), "status", None) == "pending", 10, 0.01)
+    try:
+        wait_until(lambda: getattr(queue.get_job(job_id), "status", None) == "pending", 10, 0.01)
+    except AssertionError:  # say what the draining process did (a slow release, say)
+        draining.popen.wait(10)
+        raise AssertionError(
+            f"not released: {queue.get_job(job_id)!r}; log {draining.lines()[-8:]}; "
+            f"stderr {draining.stderr()[-2000:]}"
+        ) from None
     released_after = time.monotonic() - sent
     assert released_after < 0.5 + 1.0 + 0.5, released_after
     assert draining.popen.wait(10) == 0, draining.stderr()

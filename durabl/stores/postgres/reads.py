@@ -23,14 +23,15 @@ def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow
 def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStats:
     """Counts per status and failure kind, and the oldest due pending job, at the store's
     ``now`` (the server's, unless a clock was injected)."""
-    cur.execute(q.stats_counts, params)
+    typed = params["type"] is not None
+    cur.execute(q.stats_counts_of_type if typed else q.stats_counts, params)
     counts: dict[str, int] = {}
     by_kind: dict[str, int] = {}
     for row in cur.fetchall():
         counts[row["status"]] = counts.get(row["status"], 0) + int(row["n"])
         if row["status"] == "failed" and row["failure_kind"] is not None:
             by_kind[row["failure_kind"]] = int(row["n"])
-    found = one(cur, q.stats_oldest, params)
+    found = one(cur, q.stats_oldest_of_type if typed else q.stats_oldest, params)
     assert found is not None
     oldest = found["oldest"]
     return stats_from_counts(

@@ -134,6 +134,11 @@ def order_by(field: str, descending: bool) -> str:
     return f"{column} {'DESC' if descending else 'ASC'}, j.seq DESC"
 
 
+# get_stats: counts per status and kind, and the oldest due pending job.
+_BY_KIND = "GROUP BY status, failure_kind"
+_OLDEST = "SELECT (SELECT min(run_at) FROM {jobs} WHERE status = 'pending' AND run_at <= {now}"
+
+
 # -- claims: one statement per batch ------------------------------------------------------
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
 # key already has an active run; SKIP LOCKED lets concurrent claimers take different rows.
@@ -370,14 +375,14 @@ STATEMENTS: dict[str, str] = {
         "WITH gone AS (DELETE FROM {jobs} AS j WHERE ({where}) AND j.status <> 'active' "
         "RETURNING 1) SELECT count(*) AS n FROM gone"
     ),
-    "stats_counts": (
-        "SELECT status, failure_kind, count(*) AS n FROM {jobs} "
-        "WHERE (%(type)s::text IS NULL OR type = %(type)s) GROUP BY status, failure_kind"
+    # Two statements each, with and without a type: an ``(%(type)s IS NULL OR ...)``
+    # predicate keeps a prepared statement's generic plan off the type's index.
+    "stats_counts": "SELECT status, failure_kind, count(*) AS n FROM {jobs} " + _BY_KIND,
+    "stats_counts_of_type": (
+        "SELECT status, failure_kind, count(*) AS n FROM {jobs} WHERE type = %(type)s " + _BY_KIND
     ),
-    "stats_oldest": (
-        "SELECT (SELECT min(run_at) FROM {jobs} WHERE status = 'pending' AND run_at <= {now} "
-        "AND (%(type)s::text IS NULL OR type = %(type)s)) AS oldest, {now} AS now"
-    ),
+    "stats_oldest": _OLDEST + ") AS oldest, {now} AS now",
+    "stats_oldest_of_type": _OLDEST + " AND type = %(type)s) AS oldest, {now} AS now",
     "job_types": "SELECT DISTINCT type FROM {jobs} ORDER BY type",
     # The listener's timers: how long until the next future job of each type is due.
     "next_due": (
@@ -488,7 +493,9 @@ class Queries:
     matching_ids: str
     delete_matching: str
     stats_counts: str
+    stats_counts_of_type: str
     stats_oldest: str
+    stats_oldest_of_type: str
     job_types: str
     next_due: str
     server_now: str
