@@ -36,6 +36,7 @@ from durabl.model.job import (
     ReapReport,
     StartReaperResult,
 )
+from durabl.model.options import NewJob
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
 from durabl.model.workers import WorkerInfo
@@ -47,6 +48,7 @@ from durabl.runtime.globals import (
     global_queue,
     set_global_backend,
 )
+from durabl.runtime.hooks import add_enqueue_hook, add_run_hook
 from durabl.runtime.queue import JobQueue
 from durabl.runtime.run import Handler
 from durabl.runtime.scheduler import declare as schedule
@@ -120,6 +122,9 @@ __all__ = [
     "QueueStats",
     "ReapReport",
     "schedule",
+    "add_enqueue_hook",
+    "add_run_hook",
+    "NewJob",
     "Schedule",
     "ScheduleError",
     "SchemaError",

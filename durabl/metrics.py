@@ -2,8 +2,8 @@
 
 ``install(queue)`` feeds the counters and histograms from what the queue already produces,
 with no wrapper around any handler: the job events (docs/events.md) for outcomes and
-durations, one run hook for the pickup delay, and a counting wrapper on this queue's
-``enqueue``. The gauges read ``queue.get_stats()`` when scraped, at most every
+durations, one run hook for the pickup delay, and one enqueue hook that counts stored
+jobs. The gauges read ``queue.get_stats()`` when scraped, at most every
 ``gauge_interval`` seconds (10) however often Prometheus asks. ``serve(port)`` exposes
 ``/metrics`` over HTTP (``durabl worker --metrics-port``).
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from durabl.model.job import STATUSES, Job, JobEvent, QueueStats
+from durabl.model.options import NewJob
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -129,8 +129,7 @@ class QueueMetrics:
         self._previous_sink = queue.on_job_event
         queue.on_job_event = self.on_event
         self._remove_hook = queue.add_run_hook(self.run_hook)
-        self._enqueue = queue.enqueue
-        queue.enqueue = self.counting_enqueue(queue.enqueue)
+        self._remove_enqueue_hook = queue.add_enqueue_hook(self.enqueue_hook)
 
     def child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -139,15 +138,11 @@ class QueueMetrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def counting_enqueue(self, enqueue: Callable[..., str | None]) -> Callable[..., str | None]:
-        @wraps(enqueue)
-        def counted(type: str, *args: Any, **kwargs: Any) -> str | None:
-            job_id = enqueue(type, *args, **kwargs)
-            if job_id is not None:  # None: a dedupe key already covered it
-                self.child(self.enqueued, type).inc()
-            return job_id
-
-        return counted
+    def enqueue_hook(self, job: NewJob, proceed: Callable[[NewJob], str | None]) -> str | None:
+        job_id = proceed(job)
+        if job_id is not None:  # None: a dedupe key already covered it
+            self.child(self.enqueued, job.type).inc()
+        return job_id
 
     def run_hook(self, job: Job[Any], proceed: Callable[[], object]) -> object:
         delay = self.queue.clock.now() - job.run_at
@@ -189,7 +184,7 @@ class QueueMetrics:
         """Stop feeding these metrics and unregister them from their registry."""
         self.queue.on_job_event = self._previous_sink
         self._remove_hook()
-        self.queue.enqueue = self._enqueue
+        self._remove_enqueue_hook()
         for collector in (
             self.enqueued,
             self.completed,

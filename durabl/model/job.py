@@ -204,6 +204,9 @@ class Job(Generic[T]):
     lease_expires_at: datetime | None = None
     #: What the handler returned (portable values only), once the job completed.
     result: Any = field(default=None, repr=False)
+    #: The propagation headers stored at enqueue (W3C ``traceparent``/``tracestate``, see
+    #: :mod:`durabl.tracing`); None when the job was enqueued without one.
+    trace_context: Mapping[str, str] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

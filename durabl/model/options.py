@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -51,6 +52,8 @@ COALESCE_MODES = ("latest",)
 MAX_PRIORITY = 2**31 - 1
 MAX_TYPE_BYTES = 255
 MAX_DEDUPE_KEY_BYTES = 1024
+#: The most a job's trace context (its propagation headers) may take, keys and values.
+MAX_TRACE_CONTEXT_BYTES = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,41 @@ class NewJob:
     #: ``concurrency_key`` at once; both None for a job without a key.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    #: Propagation headers stored with the job (W3C ``traceparent``/``tracestate``),
+    #: set by an enqueue hook such as :func:`durabl.tracing.instrument`'s; None: none.
+    trace_context: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.trace_context is not None:
+            object.__setattr__(self, "trace_context", check_trace_context(self.trace_context))
 
     @property
     def scope_for_store(self) -> DedupeScope | None:
         return self.dedupe_scope if self.dedupe_key is not None else None
+
+
+def check_trace_context(value: Any) -> dict[str, str] | None:
+    """``value`` as a job's trace context: a mapping of non-empty ``str`` keys to ``str``
+    values, at most MAX_TRACE_CONTEXT_BYTES in all (an empty one is None). ``TypeError``
+    for other types, ``ValueError`` when too large."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"trace_context must be a mapping of str to str, got {value!r}")
+    checked: dict[str, str] = {}
+    size = 0
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or not isinstance(item, str):
+            raise TypeError(
+                f"trace_context must map non-empty str keys to str values, got {key!r}: {item!r}"
+            )
+        checked[key] = item
+        size += len(key.encode("utf-8", "replace")) + len(item.encode("utf-8", "replace"))
+    if size > MAX_TRACE_CONTEXT_BYTES:
+        raise ValueError(
+            f"trace_context takes {size} bytes; a job keeps at most {MAX_TRACE_CONTEXT_BYTES}"
+        )
+    return checked or None
 
 
 def check_queue_durations(

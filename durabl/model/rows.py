@@ -7,7 +7,7 @@ here, once."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -39,6 +39,19 @@ def decode_attempts(value: Any) -> tuple[Attempt, ...]:
         return ()
     records = json.loads(value) if isinstance(value, (str, bytes)) else value
     return tuple(attempt_from_record(r, from_ms) for r in records)
+
+
+def encode_trace_context(value: Mapping[str, str] | None) -> str | None:
+    """The ``trace_context`` column: a JSON object of strings, NULL for none."""
+    return None if not value else json.dumps(dict(value), separators=(",", ":"), sort_keys=True)
+
+
+def decode_trace_context(value: Any) -> dict[str, str] | None:
+    """The ``trace_context`` column back (text, or already parsed); NULL is None."""
+    if value is None:
+        return None
+    found = json.loads(value) if isinstance(value, (str, bytes)) else value
+    return {str(k): str(v) for k, v in found.items()} or None
 
 
 def job_from_row(
@@ -78,5 +91,6 @@ def job_from_row(
             "heartbeat_at": None if beat is None else instant(beat),
             "lease_expires_at": None,
             "result": None if stored is None else decode_payload(stored),
+            "trace_context": decode_trace_context(row["trace_context"]),
         }
     )

@@ -10,7 +10,9 @@ from typing import Any
 
 from durabl.model.clock import Seconds
 from durabl.model.job import JobHandle
+from durabl.model.options import NewJob
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.hooks import EnqueueHooks
 from durabl.runtime.inline import InlineRuns
 from durabl.runtime.worker import Processors
 from durabl.stores.base import Backend
@@ -20,7 +22,8 @@ from durabl.stores.base import Backend
 class Enqueuing:
     """``ready`` returns the started store; ``types`` completes each job with its type's
     options; ``processors`` are told of jobs due now; ``check_open(what)`` refuses
-    ``what`` once the queue is shutting down; ``immediate`` as the queue's."""
+    ``what`` once the queue is shutting down; ``immediate`` as the queue's; every job
+    is stored inside ``hooks`` (the queue's enqueue hooks)."""
 
     ready: Callable[[], Backend]
     types: TypeCatalog
@@ -28,6 +31,7 @@ class Enqueuing:
     inline: InlineRuns
     check_open: Callable[[str], None]
     immediate: bool
+    hooks: EnqueueHooks
 
     def enqueue(
         self,
@@ -83,11 +87,15 @@ class Enqueuing:
             now=backend.now() if delay else None,
         )
         if connection is not None:  # workers learn of it at the caller's commit
-            return backend.enqueue_through(job, connection).job_id
-        result = backend.enqueue(job)
-        if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-            self.processors.job_due(type)
-        return result.job_id
+            return self.hooks.call(job, lambda j: backend.enqueue_through(j, connection).job_id)
+
+        def store(job: NewJob) -> str | None:
+            result = backend.enqueue(job)
+            if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
+                self.processors.job_due(type)
+            return result.job_id
+
+        return self.hooks.call(job, store) if self.hooks else store(job)
 
     def claim_or_enqueue(
         self,
@@ -126,4 +134,13 @@ class Enqueuing:
             backoff_max_delay=backoff_max_delay,
         )
         self.ready()
-        return self.inline.claim_new(job)
+        if not self.hooks:
+            return self.inline.claim_new(job)
+        claimed: list[JobHandle[Any] | None] = [None]
+
+        def store(job: NewJob) -> str | None:
+            claimed[0] = handle = self.inline.claim_new(job)
+            return None if handle is None else handle.id
+
+        self.hooks.call(job, store)
+        return claimed[0]

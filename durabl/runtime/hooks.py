@@ -1,13 +1,21 @@
-"""Hooks around every managed run (``queue.add_run_hook(hook)``), and the event sink.
+"""Hooks around every managed run and every enqueue, and the event sink.
 
-A hook is ``hook(job, proceed) -> object``: it does what it must before the run, calls
-``proceed()`` exactly once (which runs the handler, or the next hook in), and returns its
-value. Hooks nest in the order they were added: the first added is the outermost.
+A run hook (``queue.add_run_hook(hook)``) is ``hook(job, proceed) -> object``: it does
+what it must before the run, calls ``proceed()`` exactly once (which runs the handler, or
+the next hook in), and returns its value. The run's error is what escapes the outermost
+hook; if the handler raised but a hook swallowed the exception, the handler's error still
+counts, so a hook cannot turn a failed attempt into a success. A hook that raises before
+proceeding, or returns without proceeding, fails the attempt like a handler error.
 
-The run's error is what escapes the outermost hook; if the handler raised but a hook
-swallowed the exception, the handler's error still counts, so a hook cannot turn a failed
-attempt into a success. A hook that raises before proceeding, or returns without
-proceeding, fails the attempt like a handler error.
+An enqueue hook (``queue.add_enqueue_hook(hook)``) is ``hook(new_job, proceed) -> id``:
+it sees the checked job before it is stored, calls ``proceed(new_job)`` exactly once with
+that job or a changed copy (``dataclasses.replace``; tracing adds its ``trace_context``)
+and returns what that returned: the stored job's id, or None when a dedupe key already
+covered it. One that raises stores nothing and the enqueue raises.
+
+Hooks nest in the order they were added: the first added is the outermost. The
+process-wide hooks (:func:`durabl.add_run_hook`, :func:`durabl.add_enqueue_hook`) wrap
+every queue's, and apply to queues made before they were added too.
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from durabl.model.job import Job, JobEvent
+from durabl.model.options import NewJob
 
 Proceed = Callable[[], object]
 RunHook = Callable[[Job[Any], Proceed], object]
+EnqueueProceed = Callable[[NewJob], "str | None"]
+EnqueueHook = Callable[[NewJob, EnqueueProceed], "str | None"]
+H = TypeVar("H", bound=Callable[..., Any])
 
 
 def emit_event(
@@ -40,31 +52,45 @@ class HookNotProceededError(RuntimeError):
     """A run hook returned without calling ``proceed()``: the handler never ran."""
 
 
-class RunHooks:
-    """The ordered hooks of one queue. Adding and removing is thread-safe; a run uses the
-    hooks in place when it starts."""
+class _Hooks(Generic[H]):
+    """Ordered hooks, inside those of ``outer`` (the process-wide ones). Adding and
+    removing is thread-safe; a call uses the hooks in place when it starts."""
 
-    def __init__(self) -> None:
+    kind = "hook"
+
+    def __init__(self, outer: _Hooks[H] | None = None) -> None:
+        self._outer = outer
         self._lock = threading.Lock()
-        self._hooks: tuple[RunHook, ...] = ()
+        self.own: tuple[H, ...] = ()
 
-    def add(self, hook: RunHook) -> Callable[[], None]:
-        """Wrap every later run in ``hook``; returns a function that removes it."""
+    def add(self, hook: H) -> Callable[[], None]:
+        """Wrap every later call in ``hook``; returns a function that removes it."""
         if not callable(hook):
-            raise TypeError(f"a run hook must be callable, got {hook!r}")
-        entry = _Entry(hook)  # distinct per add(), so the same hook may be added twice
+            raise TypeError(f"a {self.kind} must be callable, got {hook!r}")
+        entry: Any = _Entry(hook)  # distinct per add(), so the same hook may be added twice
 
         with self._lock:
-            self._hooks = (*self._hooks, entry)
+            self.own = (*self.own, entry)
 
         def remove() -> None:
             with self._lock:
-                self._hooks = tuple(h for h in self._hooks if h is not entry)
+                self.own = tuple(h for h in self.own if h is not entry)
 
         return remove
 
+    @property
+    def _hooks(self) -> tuple[H, ...]:
+        outer = self._outer
+        return self.own if outer is None or not outer.own else (*outer.own, *self.own)
+
     def __bool__(self) -> bool:
-        return bool(self._hooks)
+        return bool(self.own) or (self._outer is not None and bool(self._outer))
+
+
+class RunHooks(_Hooks[RunHook]):
+    """The ordered run hooks of one queue (or of the process)."""
+
+    kind = "run hook"
 
     def call(self, job: Job[Any], run: Proceed) -> object:
         """``run()`` inside every hook. Raises what escapes, or the handler's own error
@@ -90,14 +116,74 @@ class RunHooks:
         return result
 
 
+class EnqueueHooks(_Hooks[EnqueueHook]):
+    """The ordered enqueue hooks of one queue (or of the process)."""
+
+    kind = "enqueue hook"
+
+    def call(self, job: NewJob, store: EnqueueProceed) -> str | None:
+        """``store(job)`` inside every hook, each passing on the job it was given or a
+        changed copy; what the innermost store returned."""
+        hooks = self._hooks
+        if not hooks:
+            return store(job)
+        call = store
+        for hook in reversed(hooks):
+            call = _enqueue_layer(hook, call)
+        return call(job)
+
+
+def _enqueue_layer(hook: EnqueueHook, inner: EnqueueProceed) -> EnqueueProceed:
+    def layer(job: NewJob) -> str | None:
+        calls: list[bool] = []
+
+        def proceed_once(changed: NewJob) -> str | None:
+            if calls:
+                raise RuntimeError(f"enqueue hook {hook!r} called proceed() more than once")
+            if not isinstance(changed, NewJob):
+                raise TypeError(
+                    f"enqueue hook {hook!r} must pass a NewJob to proceed(), got {changed!r}"
+                )
+            calls.append(True)
+            return inner(changed)
+
+        result = hook(job, proceed_once)
+        if not calls:
+            raise HookNotProceededError(
+                f"enqueue hook {hook!r} returned without calling proceed(): nothing was stored"
+            )
+        return result
+
+    return layer
+
+
+#: The hooks around every queue's runs and enqueues, in this process.
+process_run_hooks = RunHooks()
+process_enqueue_hooks = EnqueueHooks()
+
+
+def add_run_hook(hook: RunHook) -> Callable[[], None]:
+    """Wrap every managed run of every queue in this process in ``hook(job, proceed)``,
+    outside each queue's own run hooks (see :meth:`durabl.JobQueue.add_run_hook`).
+    Returns a function that removes it."""
+    return process_run_hooks.add(hook)
+
+
+def add_enqueue_hook(hook: EnqueueHook) -> Callable[[], None]:
+    """Wrap every enqueue of every queue in this process in ``hook(new_job, proceed)``,
+    outside each queue's own enqueue hooks (see :meth:`durabl.JobQueue.add_enqueue_hook`).
+    Returns a function that removes it."""
+    return process_enqueue_hooks.add(hook)
+
+
 class _Entry:
     __slots__ = ("hook",)
 
-    def __init__(self, hook: RunHook) -> None:
+    def __init__(self, hook: Callable[..., Any]) -> None:
         self.hook = hook
 
-    def __call__(self, job: Job[Any], proceed: Proceed) -> object:
-        return self.hook(job, proceed)
+    def __call__(self, *args: Any) -> Any:
+        return self.hook(*args)
 
     def __repr__(self) -> str:
         return repr(self.hook)

@@ -30,7 +30,15 @@ from durabl.model.options import (
 from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.enqueuing import Enqueuing
 from durabl.runtime.forward import Forward
-from durabl.runtime.hooks import RunHook, RunHooks, emit_event
+from durabl.runtime.hooks import (
+    EnqueueHook,
+    EnqueueHooks,
+    RunHook,
+    RunHooks,
+    emit_event,
+    process_enqueue_hooks,
+    process_run_hooks,
+)
 from durabl.runtime.inline import InlineRuns
 from durabl.runtime.operations import QueueOperations
 from durabl.runtime.presence import Presence
@@ -90,7 +98,9 @@ class JobQueue:
         #: The live runs: each tracks itself from its claim until its outcome is written.
         self.runs: RunRegistry[ManagedRun] = RunRegistry()
         #: What wraps every run: see :meth:`add_run_hook`.
-        self.run_hooks = RunHooks()
+        self.run_hooks = RunHooks(process_run_hooks)
+        #: What wraps every enqueue: see :meth:`add_enqueue_hook`.
+        self.enqueue_hooks = EnqueueHooks(process_enqueue_hooks)
         #: Per-type options: those given to :meth:`process` over the declared ones.
         self.types = TypeCatalog()
         self._reaper = ReaperSlot(self)
@@ -133,6 +143,7 @@ class JobQueue:
             self._inline,
             self._drain.check_open,
             self.immediate,
+            self.enqueue_hooks,
         )
         #: The operator's store operations (list, retry, cancel, prune, stats, ...).
         self.operations = QueueOperations(
@@ -164,6 +175,15 @@ class JobQueue:
         one that raises before proceeding fails the attempt like the handler would.
         Returns a function that removes the hook."""
         return self.run_hooks.add(hook)
+
+    def add_enqueue_hook(self, hook: EnqueueHook) -> Callable[[], None]:
+        """Wrap every job this queue stores from :meth:`enqueue` or
+        :meth:`claim_or_enqueue` in ``hook(new_job, proceed) -> str | None``, which must
+        call ``proceed(new_job)`` exactly once, with the job or a changed copy
+        (``dataclasses.replace``), and return its value: the job's id, or None when a
+        dedupe key already covered it. Hooks nest in the order added (the first added is
+        outermost); one that raises stores nothing. Returns a function that removes it."""
+        return self.enqueue_hooks.add(hook)
 
     # -- setup ----------------------------------------------------------------------------
     def startup(self) -> None:

@@ -35,6 +35,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "lease_owner": "host:1",
         "heartbeat_at": 1_700_000_001_000,
         "result": None,
+        "trace_context": None,
     }
     row.update(overrides)
     return row
@@ -53,6 +54,14 @@ def test_a_row_fills_every_job_field() -> None:
     assert job.worker == "host:1"
     assert job.heartbeat_at == _instant(1_700_000_001_000)
     assert job.journal == () and job.attempt_history == () and job.result is None
+    assert job.trace_context is None
+
+
+def test_a_stored_trace_context_reads_back_as_a_dict() -> None:
+    job = job_from_row(
+        _row(trace_context='{"traceparent":"00-ab-cd-01"}'), instant=_instant, logs=()
+    )
+    assert job.trace_context == {"traceparent": "00-ab-cd-01"}
 
 
 def test_stored_journal_result_and_no_heartbeat_read_back() -> None:

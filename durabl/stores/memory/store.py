@@ -91,6 +91,7 @@ class Record:
     #: Flow control: at most ``concurrency_limit`` active records hold this key.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    trace_context: dict[str, str] | None = None
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
     receipts: deque[tuple[str, str, ResultStatus]] = field(
         default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
@@ -208,6 +209,7 @@ class MemoryStore:
                 "result": copy.deepcopy(rec.result),
                 "logs": tuple(rec.logs),
                 "journal": tuple(copy.deepcopy(rec.journal)),
+                "trace_context": None if rec.trace_context is None else dict(rec.trace_context),
             }
         )
 
@@ -232,6 +234,7 @@ class MemoryStore:
             backoff_max_delay=job.backoff.max_delay,
             concurrency_key=job.concurrency_key,
             concurrency_limit=job.concurrency_limit,
+            trace_context=None if job.trace_context is None else dict(job.trace_context),
         )
         self.jobs[rec.id] = rec
         slots = self.slots(rec.dedupe_scope, "pending")

@@ -85,6 +85,8 @@ def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
     if job.concurrency_key is not None:  # flow control: see durabl.stores.mongo.flow
         doc["concurrency_key"] = job.concurrency_key
         doc["concurrency_limit"] = job.concurrency_limit
+    if job.trace_context is not None:
+        doc["trace_context"] = dict(job.trace_context)
     return doc
 
 
@@ -139,6 +141,7 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         worker=doc.get("lease_owner"),
         heartbeat_at=as_utc(doc["heartbeat_at"]) if doc.get("heartbeat_at") else None,
         result=doc.get("result"),
+        trace_context=doc.get("trace_context") or None,
     )
 
 

@@ -261,12 +261,19 @@ def _add_workers(t: Tables) -> list[str]:
     ]
 
 
+def _add_trace_context(t: Tables) -> list[str]:
+    """The propagation headers stored at enqueue (:mod:`durabl.tracing`): a JSON object
+    as text, NULL for a job enqueued without one (every job written before)."""
+    return [f"ALTER TABLE {t.qualified()} ADD COLUMN IF NOT EXISTS trace_context text"]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
     (3, _add_job_record),
     (4, _add_flow_control),
     (5, _add_workers),
+    (6, _add_trace_context),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

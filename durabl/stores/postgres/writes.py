@@ -30,7 +30,7 @@ from durabl.model.job import (
     ResultStatus,
 )
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
-from durabl.model.rows import encode_journal
+from durabl.model.rows import encode_journal, encode_trace_context
 from durabl.model.tagged_json import encode_payload
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.postgres import codec
@@ -63,6 +63,7 @@ def new_row(job: NewJob, channel: str, now: datetime | None) -> dict[str, Any]:
         "backoff_max_delay": float(job.backoff.max_delay),
         "concurrency_key": job.concurrency_key,
         "concurrency_limit": job.concurrency_limit,
+        "trace_context": encode_trace_context(job.trace_context),
         "channel": channel,
         "now": now,
     }

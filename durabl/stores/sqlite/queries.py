@@ -25,7 +25,7 @@ JOB_COLUMNS = ", ".join(
         "seq", "id", "type", "data", "status", "priority", "run_at", "attempts",
         "max_attempts", "dedupe_key", "dedupe_scope", "created_at", "updated_at",
         "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
-        "journal", "attempt_history", "lease_owner", "heartbeat_at", "result",
+        "journal", "attempt_history", "lease_owner", "heartbeat_at", "result", "trace_context",
     )
 )  # fmt: skip
 """What a :class:`~durabl.model.job.Job` is built from (the lease's owner and last

@@ -199,6 +199,12 @@ def _add_workers(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_trace_context(conn: sqlite3.Connection) -> None:
+    """The propagation headers stored at enqueue (:mod:`durabl.tracing`): a JSON object,
+    NULL for a job enqueued without one (every job written before this migration)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN trace_context TEXT")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -209,6 +215,7 @@ MIGRATIONS: list[Migration] = [
     (5, _add_job_record),
     (6, _add_flow_control),
     (7, _add_workers),
+    (8, _add_trace_context),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

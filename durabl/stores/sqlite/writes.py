@@ -24,7 +24,7 @@ from durabl.model.job import (
     ResultStatus,
 )
 from durabl.model.options import MAX_LOG_ENTRIES, RECEIPTS_KEPT, NewJob
-from durabl.model.rows import decode_journal
+from durabl.model.rows import decode_journal, encode_trace_context
 from durabl.stores.base import Completion, EnqueueResult
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
@@ -80,7 +80,7 @@ _INSERT_COLUMNS = (
     "id", "type", "data", "status", "priority", "run_at", "attempts", "max_attempts",
     "dedupe_key", "dedupe_scope", "live_slot", "pending_slot", "created_at", "updated_at",
     "backoff", "backoff_delay", "backoff_max_delay", "claim_token", "heartbeat_at",
-    "claimed_at", "lease_owner", "concurrency_key", "concurrency_limit",
+    "claimed_at", "lease_owner", "concurrency_key", "concurrency_limit", "trace_context",
 )  # fmt: skip
 # Any conflict is a dedupe slot (ids are random): the insert then simply does nothing.
 _INSERT = (
@@ -129,6 +129,7 @@ def new_row(job: NewJob, now: int) -> dict[str, Any]:
         "lease_owner": None,
         "concurrency_key": job.concurrency_key,
         "concurrency_limit": job.concurrency_limit,
+        "trace_context": encode_trace_context(job.trace_context),
     }
 
 

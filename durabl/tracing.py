@@ -1,0 +1,169 @@
+"""OpenTelemetry traces for durabl jobs (the ``durabl[otel]`` extra: opentelemetry-api).
+
+``instrument()`` adds two hooks, process-wide (every queue, made before or after) or on one
+queue (``instrument(queue)``):
+
+- an enqueue hook: a PRODUCER span ``"{type} publish"`` around the store's write, whose
+  W3C trace context (``traceparent``, ``tracestate``, and baggage when the propagator
+  carries it) is stored on the job as :attr:`durabl.Job.trace_context`;
+- a run hook: a CONSUMER span ``"{type} process"`` around every managed run, whose parent
+  is the context stored on the job, so a run on another machine, hours later, joins the
+  trace of the request that enqueued it. Each attempt is a span of its own.
+
+Attributes follow OpenTelemetry's messaging conventions: ``messaging.system`` is
+``"durabl"``, ``messaging.destination.name`` the job type, ``messaging.message.id`` the job
+id, ``messaging.operation.type`` ``send`` or ``process``; a run adds ``durabl.attempt``.
+An exception escaping the handler is recorded on the span, whose status is then ERROR.
+
+Spans go to the tracer provider given (else the global one: configure the SDK and an
+exporter as your app already does), and contexts travel through the global propagator
+(W3C trace context and baggage by default). Nothing here is imported by ``import durabl``;
+without ``instrument()`` no hook runs and no job stores a context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from durabl.model.job import Job
+from durabl.model.options import MAX_TRACE_CONTEXT_BYTES, NewJob
+from durabl.runtime.hooks import add_enqueue_hook, add_run_hook
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer, TracerProvider
+
+    from durabl.runtime.queue import JobQueue
+
+SYSTEM = "durabl"
+#: The instrumentation scope the spans are reported under.
+SCOPE = "durabl"
+
+
+class Instrumentation:
+    """The tracing hooks added by one :func:`instrument` call; :meth:`uninstrument`
+    removes them."""
+
+    def __init__(self, tracer: Tracer, queue: JobQueue | None) -> None:
+        from opentelemetry import propagate, trace
+
+        self.queue = queue
+        self._tracer = tracer
+        self._propagate = propagate
+        self._producer = trace.SpanKind.PRODUCER
+        self._consumer = trace.SpanKind.CONSUMER
+        if queue is None:
+            removers = [add_enqueue_hook(self.enqueue_hook), add_run_hook(self.run_hook)]
+        else:
+            removers = [
+                queue.add_enqueue_hook(self.enqueue_hook),
+                queue.add_run_hook(self.run_hook),
+            ]
+        self._removers: list[Callable[[], None]] = removers
+
+    def enqueue_hook(self, job: NewJob, proceed: Callable[[NewJob], str | None]) -> str | None:
+        """The PRODUCER span around storing ``job``, its context stored on the job."""
+        attributes = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": job.type,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "publish",
+        }
+        with self._tracer.start_as_current_span(
+            f"{job.type} publish", kind=self._producer, attributes=attributes
+        ) as span:
+            carrier: dict[str, str] = {}
+            self._propagate.inject(carrier)
+            job_id = proceed(dataclasses.replace(job, trace_context=fitted(carrier)))
+            if job_id is not None:
+                span.set_attribute("messaging.message.id", job_id)
+            else:  # a dedupe key already covered it: nothing new was stored
+                span.set_attribute("durabl.deduplicated", True)
+            return job_id
+
+    def run_hook(self, job: Job[Any], proceed: Callable[[], object]) -> object:
+        """The CONSUMER span around one run of ``job``, parented to its stored context."""
+        parent = self._propagate.extract(dict(job.trace_context or {}))
+        attributes: dict[str, str | int] = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": job.type,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.message.id": job.id,
+            "durabl.attempt": job.attempts,
+        }
+        with self._tracer.start_as_current_span(
+            f"{job.type} process", context=parent, kind=self._consumer, attributes=attributes
+        ):
+            return proceed()
+
+    def uninstrument(self) -> None:
+        """Remove these hooks: later enqueues and runs make no spans (idempotent)."""
+        removers, self._removers = self._removers, []
+        for remove in removers:
+            remove()
+        with _lock:
+            global _process_wide
+            if _process_wide is self:
+                _process_wide = None
+
+
+def fitted(carrier: Mapping[str, str]) -> dict[str, str] | None:
+    """The headers a job keeps: every one while they fit in MAX_TRACE_CONTEXT_BYTES, else
+    ``traceparent`` and ``tracestate`` first and the rest (baggage) only as room allows,
+    so a large baggage never fails an enqueue."""
+    kept: dict[str, str] = {}
+    room = MAX_TRACE_CONTEXT_BYTES
+    first = [k for k in ("traceparent", "tracestate") if k in carrier]
+    for key in (*first, *(k for k in carrier if k not in first)):
+        value = carrier[key]
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            continue
+        size = len(key.encode("utf-8", "replace")) + len(value.encode("utf-8", "replace"))
+        if size <= room:
+            kept[key] = value
+            room -= size
+    return kept or None
+
+
+_lock = threading.Lock()
+_process_wide: Instrumentation | None = None
+
+
+def instrument(
+    queue: JobQueue | None = None, *, tracer_provider: TracerProvider | None = None
+) -> Instrumentation:
+    """Trace every enqueue and run: of every queue in this process (``queue`` None; a
+    second call returns the instrumentation already in place), or of ``queue`` alone.
+    ``tracer_provider``: where spans go (None: OpenTelemetry's global provider)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        raise ImportError(
+            "durabl.tracing needs opentelemetry-api: pip install 'durabl[otel]'"
+        ) from None
+    from durabl import __version__
+
+    tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+    if queue is not None:
+        return Instrumentation(tracer, queue)
+    global _process_wide
+    with _lock:
+        if _process_wide is None:
+            _process_wide = Instrumentation(tracer, None)
+        return _process_wide
+
+
+def uninstrument() -> None:
+    """Undo the process-wide :func:`instrument` (nothing when it is not in place)."""
+    with _lock:
+        current = _process_wide
+    if current is not None:
+        current.uninstrument()
+
+
+def is_instrumented() -> bool:
+    """Whether the process-wide :func:`instrument` is in place."""
+    return _process_wide is not None
