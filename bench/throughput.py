@@ -52,7 +52,7 @@ from dataclasses import dataclass  # noqa: E402
 from peers.common import IN_PROCESS, OTHER_PROCESS, POLL_INTERVAL, Library, Measured, Skip  # noqa: E402
 from peers.django_tasks_peer import DjangoTasks  # noqa: E402
 from peers.django_tasks_pg_peer import DjangoTasksPostgres  # noqa: E402
-from peers.durabl_peer import Durabl  # noqa: E402
+from peers.durabl_peer import Durabl, DurablObserved  # noqa: E402
 from peers.durabl_pg_peer import DurablPostgres  # noqa: E402
 from peers.huey_peer import HueyLibrary  # noqa: E402
 from peers.procrastinate_peer import Procrastinate  # noqa: E402
@@ -60,7 +60,7 @@ from peers.raw_skip_locked_peer import RawSkipLocked  # noqa: E402
 
 THROUGHPUT_WORKERS = (1, 4, 8)
 LATENCY_WORKERS = 4
-CHOICES = ("durabl", "huey", "django-tasks")
+CHOICES = ("durabl", "durabl-observed", "huey", "django-tasks")
 PG_THROUGHPUT_WORKERS = (1, 4)
 PG_CHOICES = ("durabl", "procrastinate", "django-tasks", "raw")
 
@@ -88,6 +88,10 @@ def plan(only: list[str]) -> list[tuple[Library, list[Scenario]]]:
     ]
     every: dict[str, list[tuple[Library, list[Scenario]]]] = {
         "durabl": [(Durabl(), [*throughput_scenarios(), *both])],
+        # The same, with durabl.metrics and durabl.tracing installed: their cost, same run.
+        "durabl-observed": [
+            (DurablObserved(sampled), throughput_scenarios()) for sampled in (None, 1.0, 0.1)
+        ],
         "huey": [
             # Like for like with durabl (synchronous=NORMAL), then as Huey ships (SQLite's
             # default synchronous): the difference is one fsync per dequeue.

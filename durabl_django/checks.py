@@ -13,6 +13,7 @@ E007    a ``TASKS`` entry using ``DurablBackend`` that is misconfigured
 E008    an orchestration is declared but the configured store cannot keep a journal
 E010    the store does not answer (only with ``manage.py check --database``)
 E011    a ``django://alias`` URL whose alias is unknown or not a PostgreSQL database
+E012    ``TRACING`` is True but opentelemetry-api is not installed
 ======  =====================================================================
 
 Nothing here connects except :func:`check_connectivity`, which Django runs only for the
@@ -40,6 +41,7 @@ from durabl_django.runtime import (
     build_backend,
     get_queue,
     import_setting,
+    tracing_available,
     url_scheme,
 )
 
@@ -52,7 +54,7 @@ MAX_REASON = 300
 def check_settings(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """E001, E002, E003, E006."""
+    """E001, E002, E003, E006, E011, E012, W001."""
     problems = settings_problems()
     errors: list[checks.CheckMessage] = [
         checks.Error(p.msg, hint=p.hint, id=p.id) for p in problems
@@ -76,6 +78,15 @@ def check_settings(
             )
     if durabl_settings.BACKEND is None:
         errors += _check_url()
+    if durabl_settings.TRACING and not tracing_available():
+        errors.append(
+            checks.Error(
+                f"settings.{SETTING_NAME}['TRACING'] is True but opentelemetry-api is not "
+                "installed: no job is traced.",
+                hint="pip install 'durabl[otel]', or set TRACING to False.",
+                id="durabl.E012",
+            )
+        )
     return errors
 
 

@@ -31,6 +31,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "SHUTDOWN_TIMEOUT": 30,
     "SCHEDULES": {},
     "METRICS_TOKEN": None,
+    "TRACING": False,
 }
 
 #: What each key must hold, in words (for the E002 message).
@@ -46,6 +47,7 @@ EXPECTED: Final[Mapping[str, str]] = {
     "SHUTDOWN_TIMEOUT": "a positive number of seconds or a timedelta",
     "SCHEDULES": "a dict of schedule name -> dict of durabl.schedule() arguments with 'type'",
     "METRICS_TOKEN": "a non-empty token string or None",
+    "TRACING": "True or False",
 }
 
 _DURATIONS: Final = ("VISIBILITY_TIMEOUT", "ADMIN_LAG_THRESHOLD", "SHUTDOWN_TIMEOUT")
@@ -65,6 +67,7 @@ class DurablSettings:
     SCHEDULES: Mapping[str, Mapping[str, Any]]
     SHUTDOWN_TIMEOUT: float | timedelta
     METRICS_TOKEN: str | None
+    TRACING: bool
 
     def __init__(self) -> None:
         self._cached: set[str] = set()
@@ -125,7 +128,7 @@ def _is_seconds(value: object) -> bool:
 def _type_ok(name: str, value: object) -> bool:
     if name in _DURATIONS:
         return _is_seconds(value)
-    if name == "CHANGE_STREAMS":
+    if name in ("CHANGE_STREAMS", "TRACING"):
         return isinstance(value, bool)
     if name == "COLLECTION":
         return isinstance(value, str) and bool(value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, cast
@@ -40,6 +41,7 @@ _declared: Callable[[], Mapping[str, JobSpec]] = registry.specs
 _lock = threading.RLock()
 _configured = False
 _handed_out: JobQueue | None = None  # the queue get_queue() returned for this configuration
+_tracing: Any = None  # the durabl.tracing instrumentation DURABL["TRACING"] put in place
 
 
 def url_scheme(url: str) -> str:
@@ -138,6 +140,29 @@ for _name in REFUSED:
 del _name
 
 
+def tracing_available() -> bool:
+    """Whether opentelemetry-api is installed (``durabl[otel]``), without importing it."""
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def apply_tracing() -> None:
+    """``DURABL["TRACING"] = True``: trace every queue of this process (see
+    :mod:`durabl.tracing`); False undoes what an earlier True put in place. Without
+    opentelemetry-api nothing happens (``durabl.E012`` says so)."""
+    global _tracing
+    wanted = durabl_settings.TRACING is True
+    if wanted and _tracing is None and tracing_available():
+        from durabl import tracing
+
+        _tracing = tracing.instrument()
+    elif not wanted and _tracing is not None:
+        _tracing.uninstrument()
+        _tracing = None
+
+
 def configure() -> None:
     """(Re)configure durabl's global queue from the settings. Never connects; never raises
     for a bad setting (the stand-in backend raises on use instead). On an immediate
@@ -161,6 +186,7 @@ def configure() -> None:
                     register_declared(_handed_out)
                 except ImproperlyConfigured:
                     pass  # a job/task name clash: get_queue() raises it on use
+        apply_tracing()
         _configured = True
     if previous is not None:
         retire(previous)

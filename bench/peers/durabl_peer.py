@@ -82,9 +82,12 @@ class Durabl(Library):
             raise Skip(f"durabl's SQLite backend is not importable yet ({exc})") from exc
         return str(durabl.__version__)
 
+    def open(self, path: Path) -> JobQueue:
+        return _open(path)
+
     def throughput(self, workdir: Path, jobs: int, workers: int, timeout: float) -> Measured:
         path = workdir / DB_FILE
-        queue = _open(path)
+        queue = self.open(path)
         try:
             for i in range(jobs):
                 queue.enqueue(NOOP, {"i": i})
@@ -106,7 +109,7 @@ class Durabl(Library):
         self, workdir: Path, count: int, rate: float, workers: int, producer: str, timeout: float
     ) -> Measured:
         path = workdir / DB_FILE
-        queue = _open(path)
+        queue = self.open(path)
         recorder = Recorder(count)
 
         def handler(job: Job[Any], ctx: JobContext) -> None:
@@ -128,3 +131,54 @@ class Durabl(Library):
         finally:
             queue.shutdown(timeout=SHUTDOWN_TIMEOUT)
         return Measured(None, None, p50, p99, file_journal_mode(path), _synchronous())
+
+
+class DurablObserved(Durabl):
+    """durabl with ``durabl.metrics.install(queue)`` (a registry of its own) and, unless
+    ``sampled`` is None, ``durabl.tracing.instrument(queue)`` into an SDK tracer provider
+    that records that share of traces (a parent-based ratio sampler; 1.0: every span) and
+    whose batch processor hands every span to an exporter that drops it: what they cost a
+    worker, not an exporter's network."""
+
+    def __init__(self, sampled: float | None = 1.0) -> None:
+        self.sampled = sampled
+        if sampled is None:
+            self.name = "durabl +metrics"
+        elif sampled == 1.0:
+            self.name = "durabl +metrics+tracing"
+        else:
+            self.name = f"durabl +metrics+tracing {sampled:.0%}"
+
+    def version(self) -> str:
+        try:
+            import opentelemetry.sdk.trace  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError as exc:
+            raise Skip(f"needs durabl[metrics,otel] and opentelemetry-sdk ({exc})") from exc
+        return super().version()
+
+    def open(self, path: Path) -> JobQueue:
+        from collections.abc import Sequence
+
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        from durabl import metrics, tracing
+
+        class Dropped(SpanExporter):
+            def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        queue = _open(path)
+        metrics.install(queue, registry=metrics.new_registry())
+        if self.sampled is None:
+            return queue
+        provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(self.sampled)))
+        provider.add_span_processor(BatchSpanProcessor(Dropped()))
+        tracing.instrument(queue, tracer_provider=provider)
+        return queue

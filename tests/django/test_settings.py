@@ -34,6 +34,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         assert durabl_settings.SHUTDOWN_TIMEOUT == 30
         assert durabl_settings.SCHEDULES == {}
         assert durabl_settings.METRICS_TOKEN is None
+        assert durabl_settings.TRACING is False
     assert set(DEFAULTS) == {
         "URL",
         "DATABASE",
@@ -46,6 +47,7 @@ def test_defaults_apply_to_every_key_not_given() -> None:
         "SHUTDOWN_TIMEOUT",
         "SCHEDULES",
         "METRICS_TOKEN",
+        "TRACING",
     }
 
 
