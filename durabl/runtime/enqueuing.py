@@ -3,7 +3,8 @@ already claimed, for an inline run). :class:`durabl.JobQueue` forwards both here
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,10 +13,53 @@ from durabl.model.clock import Seconds
 from durabl.model.job import JobHandle
 from durabl.model.options import NewJob
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.forward import takes_as
 from durabl.runtime.hooks import EnqueueHooks
 from durabl.runtime.inline import InlineRuns
 from durabl.runtime.worker import Processors
 from durabl.stores.base import Backend
+
+
+def enqueue_options(
+    type: str,
+    data: Any,
+    *,
+    priority: int | None = None,
+    delay: Seconds = 0,
+    run_at: datetime | None = None,
+    max_attempts: int | None = None,
+    dedupe_key: str | None = None,
+    dedupe_scope: str | None = None,
+    coalesce: str | None = None,
+    backoff: str | None = None,
+    backoff_delay: Seconds | None = None,
+    backoff_max_delay: Seconds | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
+    connection: object | None = None,
+) -> None:
+    """The parameters of :meth:`Enqueuing.enqueue` and :meth:`Enqueuing.claim_or_enqueue`,
+    written once (their values are checked by ``build_new_job``)."""
+
+
+_OPTIONS = frozenset(inspect.signature(enqueue_options).parameters) - {"type", "data"}
+
+
+def check_option_names(what: str, options: Mapping[str, Any]) -> None:
+    """``TypeError`` naming ``what`` for a keyword that is not an enqueue option."""
+    unknown = options.keys() - _OPTIONS
+    if unknown:
+        raise TypeError(f"{what} got an unexpected keyword argument {min(unknown)!r}")
+
+
+#: What claim_or_enqueue() refuses, and why.
+_NOT_INLINE = {
+    "delay": "runs the job now; use enqueue() to schedule",
+    "run_at": "runs the job now; use enqueue() to schedule",
+    "concurrency_key": "runs the job now, outside flow control; use enqueue()",
+    "concurrency_limit": "runs the job now, outside flow control; use enqueue()",
+    "connection": "runs the job now, before the caller's transaction commits; use enqueue()",
+}
 
 
 @dataclass(frozen=True)
@@ -33,26 +77,8 @@ class Enqueuing:
     immediate: bool
     hooks: EnqueueHooks
 
-    def enqueue(
-        self,
-        /,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        connection: object | None = None,
-    ) -> str | None:
+    @takes_as(enqueue_options)
+    def enqueue(self, type: str, data: Any, **options: Any) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
 
         An option left at None takes the type's declared default (``@durabl.job`` or
@@ -63,29 +89,16 @@ class Enqueuing:
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
         inside the transaction open on it: it exists if and only if that commits."""
+        check_option_names("enqueue()", options)
+        connection = options.pop("connection", None)
         if connection is not None and self.immediate:
             raise ValueError(
                 "enqueue(connection=...) cannot be used on an immediate queue: the job "
                 "would run before the caller's transaction commits"
             )
         backend = self.ready()
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            now=backend.now() if delay else None,
-        )
+        now = backend.now() if options.get("delay") else None
+        job = self.types.new_job(type, data, now=now, **options)
         if connection is not None:  # workers learn of it at the caller's commit
             return self.hooks.call(job, lambda j: backend.enqueue_through(j, connection).job_id)
 
@@ -97,42 +110,19 @@ class Enqueuing:
 
         return self.hooks.call(job, store) if self.hooks else store(job)
 
-    def claim_or_enqueue(
-        self,
-        /,
-        type: str,
-        data: Any,
-        *,
-        priority: int | None = None,
-        delay: Seconds = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        dedupe_key: str | None = None,
-        dedupe_scope: str | None = None,
-        coalesce: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-    ) -> JobHandle[Any] | None:
+    @takes_as(enqueue_options)
+    def claim_or_enqueue(self, type: str, data: Any, **options: Any) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
-        return None. Takes the options of :meth:`enqueue`; ``delay`` and ``run_at`` are
-        refused, since an inline run happens now."""
+        return None. Takes the options of :meth:`enqueue`; ``delay``, ``run_at``,
+        ``concurrency_key``, ``concurrency_limit`` and ``connection`` are refused
+        (``ValueError``), since an inline run happens now."""
         self.check_open("claim_or_enqueue()")
-        if delay or run_at is not None:
-            raise ValueError("claim_or_enqueue() runs the job now; use enqueue() to schedule")
-        job = self.types.new_job(
-            type,
-            data,
-            priority=priority,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            dedupe_scope=dedupe_scope,
-            coalesce=coalesce,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-        )
+        check_option_names("claim_or_enqueue()", options)
+        for name, why in _NOT_INLINE.items():
+            if options.get(name):
+                raise ValueError(f"claim_or_enqueue() {why} (got {name}={options[name]!r})")
+        job = self.types.new_job(type, data, **options)
         self.ready()
         if not self.hooks:
             return self.inline.claim_new(job)

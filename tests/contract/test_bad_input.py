@@ -164,6 +164,32 @@ def test_claim_or_enqueue_names_itself_for_an_unknown_keyword(queue: JobQueue, n
     assert_nothing_written(queue)
 
 
+@pytest.mark.parametrize("name", ["now", "bogus"])
+def test_enqueue_names_itself_for_an_unknown_keyword(queue: JobQueue, name: str) -> None:
+    with pytest.raises(
+        TypeError, match=rf"enqueue\(\) got an unexpected keyword argument '{name}'"
+    ):
+        queue.enqueue("t", {}, **{name: 1})
+    assert_nothing_written(queue)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"delay": 5},
+        {"run_at": datetime(2030, 1, 1, tzinfo=timezone.utc)},
+        {"concurrency_key": "tenant:1", "concurrency_limit": 1},
+        {"connection": object()},
+    ],
+)
+def test_claim_or_enqueue_refuses_what_only_a_later_run_can_honour(
+    queue: JobQueue, options: dict[str, Any]
+) -> None:
+    with pytest.raises(ValueError, match=r"claim_or_enqueue\(\) runs the job now"):
+        queue.claim_or_enqueue("t", {}, **options)
+    assert_nothing_written(queue)
+
+
 def test_claim_or_enqueue_passes_every_enqueue_option_on(queue: JobQueue) -> None:
     handle = queue.claim_or_enqueue(
         "t",
