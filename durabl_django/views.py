@@ -32,6 +32,7 @@ from durabl_django.admin_support import (
     RETRY_PERMISSION,
     SEARCH_VAR,
     SELECTED,
+    SORT_LIMIT,
     STATUS_VAR,
     TYPE_VAR,
     JobFilters,
@@ -219,13 +220,13 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
     ]
 
 
-def _headers(filters: JobFilters) -> list[dict[str, Any]]:
+def _headers(filters: JobFilters, sortable: bool = True) -> list[dict[str, Any]]:
     """Each column's heading; a sortable one links to its order, ascending first, and
-    a sorted one to the other direction."""
+    a sorted one to the other direction (none links when the list is too long to sort)."""
     headers = []
     for column in _columns(filters.status):
         header: dict[str, Any] = {"label": column.label, "url": "", "sorted": ""}
-        if column.order is not None:
+        if column.order is not None and sortable:
             current = filters.order
             if current == column.order:
                 header["sorted"], target = "ascending", "-" + column.order
@@ -317,6 +318,16 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     queue = get_job_queue()
     filters = JobFilters.from_query(status, request.GET)
     listing = JobListing(queue, filters)
+    sortable = listing.count() <= SORT_LIMIT
+    sort_note = ""
+    if not sortable:
+        sort_note = (
+            f"Sorting by a column takes a list of at most {SORT_LIMIT:,} jobs; this one has "
+            f"{listing.count():,}. Filter by type or date first."
+        )
+        if filters.order is not None:
+            filters = replace(filters, order=None)
+            listing = JobListing(queue, filters, count=listing.count())
     paginator: Paginator[Job[Any]] = Paginator(listing, PAGE_SIZE)
     page = paginator.get_page(filters.page)
     filters = replace(filters, page=page.number)
@@ -369,7 +380,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         "hidden_params": [
             (k, v) for k, v in filters.params(with_page=False).items() if k != SEARCH_VAR
         ],
-        "headers": _headers(filters),
+        "headers": _headers(filters, sortable),
+        "sort_note": sort_note,
         "rows": rows,
         "page": page,
         "page_links": page_links,

@@ -150,6 +150,26 @@ def test_columns_sort_through_the_store(admin_client: Client, queue: JobQueue) -
     assert rows(admin_client.get(url, {"o": XSS})) == [mid, high, low]
 
 
+def test_a_list_too_long_to_sort_keeps_its_order_and_says_why(
+    admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from durabl_django import views
+
+    monkeypatch.setattr(views, "SORT_LIMIT", 2)
+    low = queue.enqueue("email", {"n": 1}, priority=1)
+    high = queue.enqueue("email", {"n": 2}, priority=9)
+    url = changelist("pending")
+    assert rows(admin_client.get(url, {"o": "priority"})) == [low, high]  # still sortable
+    mid = queue.enqueue("email", {"n": 3}, priority=5)
+    page = admin_client.get(url, {"o": "priority"})
+    assert rows(page) == [mid, high, low]  # the default order, newest first
+    text = page.content.decode()
+    assert "at most 2 jobs; this one has 3. Filter by type or date first." in text
+    assert 'href="?o=' not in text and "sortable" not in text
+    narrowed = admin_client.get(url, {"o": "priority", "q": low or ""}).content.decode()
+    assert "Filter by type or date first" not in narrowed
+
+
 def test_failed_list_sorts_by_attempts_and_failure_time(
     admin_client: Client, queue: JobQueue
 ) -> None:
