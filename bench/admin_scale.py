@@ -1,13 +1,16 @@
-"""The admin at scale: fill a SQLite store with many jobs, then time the store queries the
-admin makes and each admin page (through Django's test client), median of several runs.
+"""The admin at scale: fill a store with many jobs, then time the store queries the admin
+makes and each admin page (through Django's test client), median of several runs.
 
     .venv/bin/python bench/admin_scale.py                 # 1,000,000 jobs (fill cached in /tmp)
     .venv/bin/python bench/admin_scale.py --jobs 20000    # a quick run
     .venv/bin/python bench/admin_scale.py --bar 200 --repeat 5 --refill
+    .venv/bin/python bench/admin_scale.py --store postgres
 
-Exits 1 when a page's median is over ``--bar`` ms. The filled file is kept under /tmp
-(named by the job count) so a rerun skips the fill; ``--refill`` rebuilds it.
-PostgreSQL is not filled by this script yet.
+Exits 1 when a page's median is over ``--bar`` ms. The SQLite file is kept under /tmp
+(named by the job count and the schema version) so a rerun skips the fill; ``--refill``
+rebuilds it. PostgreSQL (``DURABL_BENCH_POSTGRES_URL``, default the local server's
+``test`` database) is filled with COPY into a table of its own,
+``durabl_admin_scale_<jobs>``, kept for reruns the same way (``--refill``, or drop it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +44,25 @@ MIX = (
 KINDS = ("retries-exhausted", "fatal", "stalled", "interrupted")
 SPAN_MS = 7 * 24 * 3600 * 1000  # timestamps over the last week
 BATCH = 50_000
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def fill_sqlite(path: Path, jobs: int) -> None:
-    """``jobs`` rows of a realistic mix, written with executemany in big transactions."""
-    from durabl.stores.sqlite import SqliteJobQueue
+COLUMNS = (
+    "id", "type", "data", "status", "priority", "run_at", "attempts", "max_attempts",
+    "dedupe_key", "created_at", "updated_at", "finished_at", "fail_reason", "failure_kind",
+    "backoff", "backoff_delay", "backoff_max_delay", "lease_owner", "heartbeat_at",
+    "claimed_at",
+)  # fmt: skip
+INSTANTS = {"run_at", "created_at", "updated_at", "finished_at", "heartbeat_at", "claimed_at"}
 
-    path.unlink(missing_ok=True)
-    store = SqliteJobQueue(str(path))
-    store.startup()
-    store.close()
+
+def job_rows(jobs: int) -> Iterator[list[tuple[Any, ...]]]:
+    """``jobs`` rows of a realistic mix (COLUMNS, instants in epoch ms), BATCH at a time:
+    the same rows for every store and every run."""
     rng = random.Random(17)
     now_ms = int(time.time() * 1000)
     statuses = [s for s, _ in MIX]
     weights = [w for _, w in MIX]
-    conn = sqlite3.connect(path)
-    columns = (
-        "id, type, data, status, priority, run_at, attempts, max_attempts, dedupe_key, "
-        "created_at, updated_at, finished_at, fail_reason, failure_kind, backoff, "
-        "backoff_delay, backoff_max_delay, lease_owner, heartbeat_at, claimed_at"
-    )
-    insert = f"INSERT INTO durabl_jobs ({columns}) VALUES ({', '.join('?' * 20)})"
     made = 0
     while made < jobs:
         rows = []
@@ -96,10 +98,64 @@ def fill_sqlite(path: Path, jobs: int) -> None:
                     updated if active else None,
                 )
             )
+        yield rows
+
+
+def fill_sqlite(path: Path, jobs: int) -> None:
+    """The rows written with executemany in big transactions."""
+    from durabl.stores.sqlite import SqliteJobQueue
+
+    path.unlink(missing_ok=True)
+    store = SqliteJobQueue(str(path))
+    store.startup()
+    store.close()
+    conn = sqlite3.connect(path)
+    insert = (
+        f"INSERT INTO durabl_jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+    )
+    for rows in job_rows(jobs):
         with conn:
             conn.executemany(insert, rows)
     conn.execute("ANALYZE")
     conn.close()
+
+
+def fill_postgres(url: str, table: str, jobs: int) -> None:
+    """The rows written with COPY, the table made (or remade) by the store's migrations."""
+    import psycopg
+
+    from durabl.stores.postgres import PostgresJobQueue
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for suffix in ("_logs", "_receipts", "_schedules", "_rate_limits", "_workers", ""):
+            conn.execute(f"DROP TABLE IF EXISTS {table}{suffix} CASCADE")
+        conn.execute(f"DROP TABLE IF EXISTS {table}_meta CASCADE")
+    store = PostgresJobQueue(f"{url}?table={table}", listen_notify=False)
+    store.startup()
+    store.close()
+    at = [i for i, c in enumerate(COLUMNS) if c in INSTANTS]
+    statement = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
+    with psycopg.connect(url) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
+        for rows in job_rows(jobs):
+            for row in rows:
+                values = list(row)
+                for i in at:
+                    if values[i] is not None:
+                        values[i] = datetime.fromtimestamp(values[i] / 1000, timezone.utc)
+                copy.write_row(values)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def postgres_filled(url: str, table: str, jobs: int) -> bool:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        try:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        except psycopg.errors.UndefinedTable:
+            return False
+    return row is not None and row[0] == jobs
 
 
 def median_ms(action: Callable[[], Any], repeat: int) -> float:
@@ -135,18 +191,33 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--bar", type=float, default=200.0, help="ms a page may take")
     parser.add_argument("--refill", action="store_true")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
 
-    path = Path(f"/tmp/durabl_admin_scale_{args.jobs}.sqlite3")
-    if args.refill or not path.exists():
-        start = time.perf_counter()
-        fill_sqlite(path, args.jobs)
-        print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
+    store: Any
+    start = time.perf_counter()
+    if args.store == "postgres":
+        from durabl.stores.postgres import PostgresJobQueue
 
-    from durabl.stores.sqlite import SqliteJobQueue
+        base = os.environ.get("DURABL_BENCH_POSTGRES_URL", PG_URL)
+        table = f"durabl_admin_scale_{args.jobs}"
+        if args.refill or not postgres_filled(base, table, args.jobs):
+            fill_postgres(base, table, args.jobs)
+            print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {table}")
+        url = f"{base}?table={table}"
+        store = PostgresJobQueue(url, listen_notify=False)
+        label = "PostgreSQL"
+    else:
+        from durabl.stores.sqlite import SqliteJobQueue, schema
 
-    store = SqliteJobQueue(str(path))
-    store.startup()  # applies new migrations (indexes) to a cached file
+        path = Path(f"/tmp/durabl_admin_scale_{args.jobs}_v{schema.latest_version()}.sqlite3")
+        if args.refill or not path.exists():
+            fill_sqlite(path, args.jobs)
+            print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
+        url = f"sqlite:///{path}"
+        store = SqliteJobQueue(str(path))
+        label = "SQLite"
+    store.startup()
     job_id = store.list_jobs(status="failed", limit=1)[0].id
     queries: list[tuple[str, Callable[[], Any]]] = []
     for status in ("pending", "active", "completed", "failed", "cancelled"):
@@ -172,13 +243,13 @@ def main() -> int:
         ("get_stats(email)", lambda: store.get_stats("email")),
         ("get_job", lambda: store.get_job(job_id)),
     ]
-    print(f"\nSQLite, {args.jobs:,} jobs, median of {args.repeat}")
+    print(f"\n{label}, {args.jobs:,} jobs, median of {args.repeat}")
     print(f"{'store query':<44} {'ms':>9}")
     for label, action in queries:
         print(f"{label:<44} {median_ms(action, args.repeat):9.1f}")
     store.close()
 
-    client = setup_django(f"sqlite:///{path}")
+    client = setup_django(url)
     pages = [("overview", "/admin/durabl_django/queueoverview/")]
     for status, model in (
         ("failed", "job"),
