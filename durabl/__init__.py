@@ -36,6 +36,7 @@ from durabl.model.job import (
     ReapReport,
     StartReaperResult,
 )
+from durabl.model.activity import TypeActivity, total_stats
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
 from durabl.model.workers import WorkerInfo
@@ -128,6 +129,8 @@ __all__ = [
     "set_global_backend",
     "SqliteJobQueue",
     "StartReaperResult",
+    "total_stats",
+    "TypeActivity",
     "STATUSES",
     "StepKeys",
     "validate_enqueue",
