@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durabl.model.abort import AbortSignal, JobAborted, JobContext
+from durabl.model.activity import TypeActivity, total_stats
 from durabl.model.clock import Seconds
 from durabl.model.exceptions import (
     BackendUnavailableError,
@@ -36,7 +37,6 @@ from durabl.model.job import (
     ReapReport,
     StartReaperResult,
 )
-from durabl.model.activity import TypeActivity, total_stats
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
 from durabl.model.workers import WorkerInfo

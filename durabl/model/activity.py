@@ -164,9 +164,10 @@ def total_stats(stats: Iterable[QueueStats]) -> QueueStats:
     every = list(stats)
     due = [s for s in every if s.oldest_pending_run_at is not None]
     oldest = max(due, key=lambda s: s.oldest_pending_lag, default=None)
-    kinds = {
-        kind: n for kind in FAILURE_KINDS if (n := sum(s.failed_by_kind.get(kind, 0) for s in every))
-    }
+    kinds: dict[str, int] = {}
+    for kind in FAILURE_KINDS:
+        if n := sum(s.failed_by_kind.get(kind, 0) for s in every):
+            kinds[kind] = n
     return QueueStats(
         pending=sum(s.pending for s in every),
         active=sum(s.active for s in every),

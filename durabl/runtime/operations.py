@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durabl.model.activity import ActivityWindow, TypeActivity, type_activity
-
 from durabl.model.clock import Seconds
 from durabl.model.flow import RateLimit
 from durabl.model.job import FailureKind, Job, QueueStats, with_lease

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from durabl.model import job as model
 from durabl.model import activity
+from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import MAX_RATE_LIMIT, RateLimit

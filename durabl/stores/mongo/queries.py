@@ -291,9 +291,7 @@ class MongoQueries:
                 {
                     "status": {"$in": list(activity.FINISHED_STATUSES)},
                     "finished_at": {"$gt": ends[0]},
-                    "$or": [
-                        {"run_at": {"$lte": end}, "finished_at": {"$gt": end}} for end in ends
-                    ],
+                    "$or": [{"run_at": {"$lte": end}, "finished_at": {"$gt": end}} for end in ends],
                 },
             ],
         }

@@ -13,8 +13,8 @@ from typing import Any
 
 from durabl.model import activity
 from durabl.model.job import STATUSES, Job, JobFilter, LogEntry, QueueStats
-from durabl.model.rules import JobOrder, stats_from_counts
 from durabl.model.rows import decode_attempts
+from durabl.model.rules import JobOrder, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -255,9 +255,7 @@ def activity_candidates(
     types: the earliest due pending jobs of each type (``durabl_type_status``), the active
     ones claimed in the window (``durabl_lease``) and the finished ones that span a
     bucket's end (``durabl_status_finished``)."""
-    return tuple(
-        job for chunk in _chunks(types) for job in _candidates_of(conn, window, chunk)
-    )
+    return tuple(job for chunk in _chunks(types) for job in _candidates_of(conn, window, chunk))
 
 
 def _candidates_of(
@@ -275,9 +273,7 @@ def _candidates_of(
         for n in range(len(types))
     ]
     finished = ", ".join(f"'{s}'" for s in activity.FINISHED_STATUSES)  # constants
-    spans = " OR ".join(
-        f"(run_at <= :e{n} AND finished_at > :e{n})" for n in range(len(ends))
-    )
+    spans = " OR ".join(f"(run_at <= :e{n} AND finished_at > :e{n})" for n in range(len(ends)))
     statement = " UNION ALL ".join(
         [
             *pending,
