@@ -143,6 +143,7 @@ def main() -> int:
         fill_sqlite(path, args.jobs)
         print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
 
+    from durabl.model.activity import ActivityWindow
     from durabl.stores.sqlite import SqliteJobQueue
 
     store = SqliteJobQueue(str(path))
@@ -170,6 +171,11 @@ def main() -> int:
         ),
         ("get_stats(None)", lambda: store.get_stats(None)),
         ("get_stats(email)", lambda: store.get_stats("email")),
+        ("stats_by_type()", store.stats_by_type),
+        (
+            "read_activity(last hour, every type)",
+            lambda: store.read_activity(ActivityWindow(store.now()), store.job_types()),
+        ),
         ("get_job", lambda: store.get_job(job_id)),
     ]
     print(f"\nSQLite, {args.jobs:,} jobs, median of {args.repeat}")
