@@ -17,7 +17,7 @@ from durabl.model.activity import (
     WaitCandidate,
 )
 from durabl.model.clock import as_utc
-from durabl.model.job import JobFilter, QueueStats
+from durabl.model.job import STATUSES, JobFilter, QueueStats
 from durabl.model.rows import decode_attempts
 from durabl.model.rules import stats_from_counts
 from durabl.stores.postgres.sql import FILTERS, Queries
@@ -70,18 +70,20 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
 
 
 def stats_by_type(cur: Cursor[DictRow], q: Queries, now: datetime | None) -> dict[str, QueueStats]:
-    """:func:`stats` of every type: three statements, whatever the number of types."""
-    cur.execute(q.stats_by_type_counts)
-    counts: dict[str, dict[str, int]] = {}
-    for row in cur.fetchall():
-        counts.setdefault(row["type"], {})[row["status"]] = int(row["n"])
-    if not counts:
+    """:func:`stats` of every type: four statements, whatever the number of types."""
+    cur.execute(q.job_types)
+    types = [row["type"] for row in cur.fetchall()]
+    if not types:
         return {}
+    cur.execute(q.stats_by_type_counts, {"types": types, "statuses": list(STATUSES)})
+    counts: dict[str, dict[str, int]] = {t: {} for t in types}
+    for row in cur.fetchall():
+        if row["n"]:
+            counts[row["type"]][row["status"]] = int(row["n"])
     cur.execute(q.stats_by_type_kinds)
     kinds: dict[str, dict[str, int]] = {}
     for row in cur.fetchall():
         kinds.setdefault(row["type"], {})[row["failure_kind"]] = int(row["n"])
-    types = sorted(counts)
     cur.execute(q.stats_by_type_oldest, {"types": types, "now": now})
     stats = {}
     for row in cur.fetchall():
