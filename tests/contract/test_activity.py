@@ -99,3 +99,18 @@ def test_stats_by_type_is_get_stats_of_each_type(backend: Backend, clock: FakeCl
     assert total_stats(by_type.values()) == backend.get_stats(None)
     assert by_type["a"].oldest_pending_lag == 90.0
     assert by_type["b"].failed_by_kind == {"fatal": 1}
+
+
+def test_both_reads_cover_many_types(backend: Backend, clock: FakeClock) -> None:
+    """More types than one SQL statement of the SQLite store takes (50)."""
+    types = [f"type-{n:02}" for n in range(55)]
+    for job_type in types:
+        enqueue_id(backend, job_type)
+    clock.advance(10 * MIN)
+    by_type = backend.stats_by_type()
+    assert sorted(by_type) == types
+    assert {stats.pending for stats in by_type.values()} == {1}
+    assert {stats.oldest_pending_lag for stats in by_type.values()} == {10 * MIN}
+    window = ActivityWindow(clock.now(), buckets=2)
+    charts = type_activity(window, backend.read_activity(window, types), types)
+    assert {chart.lag for chart in charts.values()} == {(5 * MIN, 10 * MIN)}
