@@ -1,16 +1,14 @@
-"""The admin at scale: fill a store with many jobs, then time the store queries the admin
-makes and each admin page (through Django's test client), median of several runs.
+"""The admin at scale: fill a SQLite store with many jobs, then time the store queries the
+admin makes and each admin page (through Django's test client), median of several runs.
 
     .venv/bin/python bench/admin_scale.py                 # 1,000,000 jobs (fill cached in /tmp)
     .venv/bin/python bench/admin_scale.py --jobs 20000    # a quick run
     .venv/bin/python bench/admin_scale.py --bar 200 --repeat 5 --refill
-    .venv/bin/python bench/admin_scale.py --store postgres
 
-Exits 1 when a page's median is over ``--bar`` ms. The SQLite file is kept under /tmp
-(named by the job count and the schema version) so a rerun skips the fill; ``--refill``
-rebuilds it. PostgreSQL (``DURABL_BENCH_POSTGRES_URL``, default the local server's
-``test`` database) is filled with COPY into a table of its own,
-``durabl_admin_scale_<jobs>``, kept for reruns the same way (``--refill``, or drop it).
+Exits 1 when a page's median is over ``--bar`` ms. The filled file is kept under /tmp
+(named by the job count) so a rerun skips the fill; ``--refill`` rebuilds it.
+``--postgres URL`` fills (by COPY, once) and times a table ``durabl_admin_scale_<jobs>`` in
+that database instead.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +41,18 @@ MIX = (
 KINDS = ("retries-exhausted", "fatal", "stalled", "interrupted")
 SPAN_MS = 7 * 24 * 3600 * 1000  # timestamps over the last week
 BATCH = 50_000
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 COLUMNS = (
-    "id", "type", "data", "status", "priority", "run_at", "attempts", "max_attempts",
-    "dedupe_key", "created_at", "updated_at", "finished_at", "fail_reason", "failure_kind",
-    "backoff", "backoff_delay", "backoff_max_delay", "lease_owner", "heartbeat_at",
-    "claimed_at",
-)  # fmt: skip
-INSTANTS = {"run_at", "created_at", "updated_at", "finished_at", "heartbeat_at", "claimed_at"}
+    "id, type, data, status, priority, run_at, attempts, max_attempts, dedupe_key, "
+    "created_at, updated_at, finished_at, fail_reason, failure_kind, backoff, "
+    "backoff_delay, backoff_max_delay, lease_owner, heartbeat_at, claimed_at"
+)
+INSTANTS = (5, 9, 10, 11, 18, 19)  # the columns above that hold epoch milliseconds
 
 
 def job_rows(jobs: int) -> Iterator[list[tuple[Any, ...]]]:
-    """``jobs`` rows of a realistic mix (COLUMNS, instants in epoch ms), BATCH at a time:
-    the same rows for every store and every run."""
+    """``jobs`` rows of a realistic mix (instants in epoch ms), in batches of BATCH."""
     rng = random.Random(17)
     now_ms = int(time.time() * 1000)
     statuses = [s for s, _ in MIX]
@@ -102,7 +96,7 @@ def job_rows(jobs: int) -> Iterator[list[tuple[Any, ...]]]:
 
 
 def fill_sqlite(path: Path, jobs: int) -> None:
-    """The rows written with executemany in big transactions."""
+    """``jobs`` rows of a realistic mix, written with executemany in big transactions."""
     from durabl.stores.sqlite import SqliteJobQueue
 
     path.unlink(missing_ok=True)
@@ -110,9 +104,7 @@ def fill_sqlite(path: Path, jobs: int) -> None:
     store.startup()
     store.close()
     conn = sqlite3.connect(path)
-    insert = (
-        f"INSERT INTO durabl_jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
-    )
+    insert = f"INSERT INTO durabl_jobs ({COLUMNS}) VALUES ({', '.join('?' * 20)})"
     for rows in job_rows(jobs):
         with conn:
             conn.executemany(insert, rows)
@@ -120,42 +112,52 @@ def fill_sqlite(path: Path, jobs: int) -> None:
     conn.close()
 
 
+def postgres_filled(url: str, table: str, jobs: int) -> bool:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        if found is None or found[0] is None:
+            return False
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return row is not None and row[0] == jobs
+
+
 def fill_postgres(url: str, table: str, jobs: int) -> None:
-    """The rows written with COPY, the table made (or remade) by the store's migrations."""
+    """The same rows as :func:`fill_sqlite`, by COPY into a table of their own."""
+    from datetime import datetime, timezone
+
     import psycopg
 
     from durabl.stores.postgres import PostgresJobQueue
 
     with psycopg.connect(url, autocommit=True) as conn:
-        for suffix in ("_logs", "_receipts", "_schedules", "_rate_limits", "_workers", ""):
-            conn.execute(f"DROP TABLE IF EXISTS {table}{suffix} CASCADE")
-        conn.execute(f"DROP TABLE IF EXISTS {table}_meta CASCADE")
-    store = PostgresJobQueue(f"{url}?table={table}", listen_notify=False)
+        # The jobs table and every table named after it (logs, receipts, meta, ...).
+        names = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND (tablename = %s OR tablename LIKE %s)",
+            (table, table + "\\_%"),
+        ).fetchall()
+        for (name,) in names:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}" CASCADE')
+    store = PostgresJobQueue(f"{url}?table={table}")
     store.startup()
     store.close()
-    at = [i for i, c in enumerate(COLUMNS) if c in INSTANTS]
-    statement = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
-    with psycopg.connect(url) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
-        for rows in job_rows(jobs):
-            for row in rows:
-                values = list(row)
-                for i in at:
-                    if values[i] is not None:
-                        values[i] = datetime.fromtimestamp(values[i] / 1000, timezone.utc)
-                copy.write_row(values)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"VACUUM ANALYZE {table}")
 
-
-def postgres_filled(url: str, table: str, jobs: int) -> bool:
-    import psycopg
+    def instant(ms: int | None) -> datetime | None:
+        return None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc)
 
     with psycopg.connect(url) as conn:
-        try:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        except psycopg.errors.UndefinedTable:
-            return False
-    return row is not None and row[0] == jobs
+        with conn.cursor() as cur, cur.copy(f"COPY {table} ({COLUMNS}) FROM STDIN") as copy:
+            for rows in job_rows(jobs):
+                for row in rows:
+                    values = list(row)
+                    for n in INSTANTS:
+                        values[n] = instant(values[n])
+                    copy.write_row(values)
+        conn.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"VACUUM ANALYZE {table}")
 
 
 def median_ms(action: Callable[[], Any], repeat: int) -> float:
@@ -191,33 +193,36 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--bar", type=float, default=200.0, help="ms a page may take")
     parser.add_argument("--refill", action="store_true")
-    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="fill and time a PostgreSQL table instead (e.g. postgresql://postgres@127.0.0.1/test)",
+    )
     args = parser.parse_args()
 
-    store: Any
     start = time.perf_counter()
-    if args.store == "postgres":
+    if args.postgres:
         from durabl.stores.postgres import PostgresJobQueue
 
-        base = os.environ.get("DURABL_BENCH_POSTGRES_URL", PG_URL)
         table = f"durabl_admin_scale_{args.jobs}"
-        if args.refill or not postgres_filled(base, table, args.jobs):
-            fill_postgres(base, table, args.jobs)
+        if args.refill or not postgres_filled(args.postgres, table, args.jobs):
+            fill_postgres(args.postgres, table, args.jobs)
             print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {table}")
-        url = f"{base}?table={table}"
-        store = PostgresJobQueue(url, listen_notify=False)
-        label = "PostgreSQL"
+        url = f"{args.postgres}?table={table}"
+        store: Any = PostgresJobQueue(url)
+        name = "PostgreSQL"
     else:
         from durabl.stores.sqlite import SqliteJobQueue, schema
 
+        # One file per schema version: a file migrated by newer code is refused by older.
         path = Path(f"/tmp/durabl_admin_scale_{args.jobs}_v{schema.latest_version()}.sqlite3")
         if args.refill or not path.exists():
             fill_sqlite(path, args.jobs)
             print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
         url = f"sqlite:///{path}"
         store = SqliteJobQueue(str(path))
-        label = "SQLite"
-    store.startup()
+        name = "SQLite"
+    store.startup()  # applies new migrations (indexes) to a cached file
     job_id = store.list_jobs(status="failed", limit=1)[0].id
     queries: list[tuple[str, Callable[[], Any]]] = []
     for status in ("pending", "active", "completed", "failed", "cancelled"):
@@ -243,7 +248,17 @@ def main() -> int:
         ("get_stats(email)", lambda: store.get_stats("email")),
         ("get_job", lambda: store.get_job(job_id)),
     ]
-    print(f"\n{label}, {args.jobs:,} jobs, median of {args.repeat}")
+    if hasattr(store, "read_activity"):  # absent before the overview's reads (A/B runs)
+        from durabl.model.activity import ActivityWindow
+
+        queries[-1:-1] = [
+            ("stats_by_type()", store.stats_by_type),
+            (
+                "read_activity(last hour, every type)",
+                lambda: store.read_activity(ActivityWindow(store.now()), store.job_types()),
+            ),
+        ]
+    print(f"\n{name}, {args.jobs:,} jobs, median of {args.repeat}")
     print(f"{'store query':<44} {'ms':>9}")
     for label, action in queries:
         print(f"{label:<44} {median_ms(action, args.repeat):9.1f}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durabl.model.abort import AbortSignal, JobAborted, JobContext
+from durabl.model.activity import TypeActivity, total_stats
 from durabl.model.clock import Seconds
 from durabl.model.exceptions import (
     BackendUnavailableError,
@@ -133,6 +134,8 @@ __all__ = [
     "set_global_backend",
     "SqliteJobQueue",
     "StartReaperResult",
+    "total_stats",
+    "TypeActivity",
     "STATUSES",
     "StepKeys",
     "validate_enqueue",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -21,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from durabl import FAILURE_KINDS, Job, QueueStats, Schedule
+from durabl import FAILURE_KINDS, Job, QueueStats, Schedule, total_stats
 from durabl_django.admin_support import (
     CANCEL_PERMISSION,
     DATE_RANGES,
@@ -645,7 +644,6 @@ def _stats_row(
 CHART_BUCKETS = 12  # the last hour in 5-minute bars
 CHART_BUCKET = timedelta(minutes=5)
 CHART_MAX_TYPES = 20
-CHART_LAG_SCAN = 20  # jobs read per point of the lag line, the earliest due first
 CHART_WIDTH, CHART_HEIGHT = 240, 48
 REFRESH_CHOICES = (0, 10, 30, 60)  # seconds between reloads of the overview (0: off)
 
@@ -667,52 +665,6 @@ def _bars(counts: list[int], peak: int, offset: float, css: str) -> list[dict[st
             }
         )
     return bars
-
-
-def _wait_end(job: Job[Any]) -> datetime | None:
-    """When ``job`` stopped waiting since its ``run_at``: None while it is pending; for an
-    active job its claim (its ``updated_at``, or its first heartbeat if earlier); else the
-    start of the first recorded attempt from ``run_at`` on (``run_at`` itself, no wait,
-    when the record keeps no attempt history)."""
-    if job.status == "pending":
-        return None
-    if job.status == "active":
-        beat = job_value(job, "heartbeat_at")
-        return min(job.updated_at, beat) if isinstance(beat, datetime) else job.updated_at
-    due = job.run_at - timedelta(milliseconds=1)  # stores keep milliseconds
-    starts = [
-        a.started_at
-        for a in job_value(job, "attempt_history") or ()
-        if a.started_at is not None and a.started_at >= due
-    ]
-    return min(starts, default=job.run_at)
-
-
-def _lag_series(queue: JobQueue, job_type: str, instants: list[datetime]) -> list[float]:
-    """At each of ``instants``, how long the oldest due job of ``job_type`` then waiting had
-    waited since its ``run_at`` (0 when none was): from the oldest pending jobs (one query)
-    and, per instant, the due-first jobs created before it and changed after it (one query
-    each, ``CHART_LAG_SCAN`` jobs at most): a job that was waiting then is among them."""
-    pending = queue.list_jobs(status="pending", type=job_type, order="run_at", limit=CHART_LAG_SCAN)
-    lags = []
-    for instant in instants:
-        since = [j.run_at for j in pending if j.created_at < instant and j.run_at <= instant]
-        changed = queue.list_jobs(
-            type=job_type,
-            created_before=instant,
-            updated_after=instant,
-            order="run_at",
-            limit=CHART_LAG_SCAN,
-        )
-        for job in changed:
-            if job.run_at > instant:
-                break  # due first: no later one was due yet
-            until = _wait_end(job)
-            if until is None or until > instant:
-                since.append(job.run_at)
-                break
-        lags.append((instant - min(since)).total_seconds() if since else 0.0)
-    return lags
 
 
 def _lag_line(lags: list[float]) -> dict[str, Any]:
@@ -740,22 +692,13 @@ def _lag_line(lags: list[float]) -> dict[str, Any]:
 
 def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
     """Per type, completions and failures in each 5-minute bucket of the last hour, as
-    bars of a server-rendered SVG chart (counted by the store: two counts a bucket), and
-    the oldest pending lag at each bucket's end as a line (:func:`_lag_series`)."""
-    now = timezone.now()
-    edges = [now - CHART_BUCKET * (CHART_BUCKETS - n) for n in range(CHART_BUCKETS + 1)]
+    bars of a server-rendered SVG chart, and the oldest pending lag at each bucket's end as
+    a line: one store read for every type (``queue.activity``)."""
+    shown = job_types[:CHART_MAX_TYPES]
+    activity = queue.activity(shown, buckets=CHART_BUCKETS, width=CHART_BUCKET)
     charts = []
-    for job_type in job_types[:CHART_MAX_TYPES]:
-        series = {
-            status: [
-                queue.count_jobs(
-                    status=status, type=job_type, updated_after=low, updated_before=high
-                )
-                for low, high in pairwise(edges)
-            ]
-            for status in ("completed", "failed")
-        }
-        done, failed = series["completed"], series["failed"]
+    for job_type in shown:
+        done, failed = list(activity[job_type].completed), list(activity[job_type].failed)
         peak = max([*done, *failed, 0])
         half = CHART_WIDTH / CHART_BUCKETS / 2
         charts.append(
@@ -765,7 +708,7 @@ def _activity(queue: JobQueue, job_types: list[str]) -> list[dict[str, Any]]:
                 "failed": sum(failed),
                 "bars": _bars(done, peak, 0, "durabl-bar-completed")
                 + _bars(failed, peak, half, "durabl-bar-failed"),
-                "lag": _lag_line(_lag_series(queue, job_type, edges[1:])),
+                "lag": _lag_line(list(activity[job_type].lag)),
             }
         )
     return charts
@@ -779,7 +722,8 @@ def queue_overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRe
     queue = get_job_queue()
     threshold = lag_threshold()
     job_types = queue.job_types()
-    rows = [_stats_row(t, t, queue.get_stats(t), threshold) for t in job_types]
+    by_type = queue.stats_by_type()  # one read; a type only this process handles has none
+    rows = [_stats_row(t, t, by_type.get(t) or QueueStats(), threshold) for t in job_types]
     workers = live_workers(queue)
     if workers is not None:  # say so when waiting jobs have nobody to run them
         served = {t for w in workers if not w.gone for t in w.concurrency}
@@ -802,7 +746,7 @@ def queue_overview(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRe
         ],
         **base_context(model_admin, request, "Queue overview"),
         "rows": rows,
-        "total": _stats_row("Total", None, queue.get_stats(None), threshold),
+        "total": _stats_row("Total", None, total_stats(by_type.values()), threshold),
         "kind_labels": [kind_label(k) for k in FAILURE_KINDS],
         "show_cancelled": "cancelled" in LISTED_STATUSES,
         "threshold": humanize_seconds(threshold),

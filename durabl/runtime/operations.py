@@ -4,10 +4,12 @@ stats, ...). :class:`durabl.JobQueue` forwards its methods of the same names her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from durabl.model.activity import ActivityWindow, TypeActivity, type_activity
 from durabl.model.clock import Seconds
 from durabl.model.flow import RateLimit
 from durabl.model.job import FailureKind, Job, QueueStats, with_lease
@@ -136,3 +138,25 @@ class QueueOperations:
     def job_types(self) -> list[str]:
         """Types with stored jobs, plus the types this process handles."""
         return sorted(set(self.ready().job_types()) | set(self.processors.by_type))
+
+    def stats_by_type(self) -> dict[str, QueueStats]:
+        """:meth:`get_stats` of every type with stored jobs, by type, read at once (one
+        pass over the jobs where the store can); ``durabl.total_stats`` adds them up to
+        what ``get_stats()`` gives."""
+        return self.ready().stats_by_type()
+
+    def activity(
+        self,
+        types: Sequence[str],
+        *,
+        buckets: int = 12,
+        width: timedelta = timedelta(minutes=5),
+        until: datetime | None = None,
+    ) -> dict[str, TypeActivity]:
+        """The recent activity of each of ``types``, in ``buckets`` buckets of ``width``
+        ending ``until`` (default: the store's now): completions and failures per bucket,
+        and the oldest due job's wait at each bucket's end. One store read, bounded by the
+        jobs that finished in the window (:mod:`durabl.model.activity`)."""
+        backend = self.ready()
+        window = ActivityWindow(backend.now() if until is None else until, buckets, width)
+        return type_activity(window, backend.read_activity(window, types), types)

@@ -360,6 +360,8 @@ class JobQueue:
     get_rate_limit = Forward("operations", QueueOperations.get_rate_limit)
     get_stats = Forward("operations", QueueOperations.get_stats)
     job_types = Forward("operations", QueueOperations.job_types)
+    stats_by_type = Forward("operations", QueueOperations.stats_by_type)
+    activity = Forward("operations", QueueOperations.activity)
 
     # -- reaper, schedules, workers registry: durabl.runtime.services -------------------
     start_reaper = Forward("services", QueueServices.start_reaper)

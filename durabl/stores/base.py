@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from durabl.model.activity import ActivityRead, ActivityWindow
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
 from durabl.model.flow import RateLimit, check_rate_limit
 from durabl.model.job import (
@@ -294,6 +295,23 @@ class Backend(FencedWrites, Protocol):
 
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
+
+    # -- the admin's overview (the rules are durabl.model.activity's) --------------------
+    def stats_by_type(self) -> dict[str, QueueStats]:
+        """:meth:`get_stats` of every type that has stored jobs, by type, in one read (one
+        pass over the jobs where the store can): what the overview's table shows, its
+        total added up by :func:`durabl.model.activity.total_stats`."""
+
+    def read_activity(self, window: ActivityWindow, types: Sequence[str]) -> ActivityRead:
+        """What :func:`durabl.model.activity.type_activity` charts for ``types``, in one
+        read whose cost is bounded by the jobs that finished in ``window``, not by the
+        jobs stored: per type and bucket, how many jobs ended completed and failed (by
+        ``finished_at``: bucket ``(finished_ms - since_ms) // width_ms``), and as
+        candidates for the lag line the :data:`~durabl.model.activity.PENDING_SCAN`
+        pending jobs of each type due earliest (``run_at`` up to ``window.until``), every
+        active job claimed since ``window.since``, and every job that finished after the
+        first bucket's end and whose ``run_at`` to ``finished_at`` spans a bucket's end
+        (:func:`~durabl.model.activity.spans_an_end`)."""
 
     # -- retention ------------------------------------------------------------------------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:
@@ -733,6 +751,22 @@ class StoreBase(ABC):
         selects (its status is ``pending``) whose ``run_at`` is later, in one operation;
         how many."""
         raise NotImplementedError(f"{type(self).__name__} has no bulk run_now")
+
+    @abstractmethod
+    def stats_by_type(self) -> dict[str, QueueStats]:
+        """See :meth:`Backend.stats_by_type`."""
+
+    def read_activity(self, window: ActivityWindow, types: Sequence[str]) -> ActivityRead:
+        """See :meth:`Backend.read_activity`: ``types`` checked here (no duplicates kept);
+        none reads nothing; the store reads through :meth:`find_activity`."""
+        if isinstance(types, str):
+            raise TypeError("read_activity takes a sequence of job types, not one str")
+        chosen = tuple(dict.fromkeys(check_job_type(t) for t in types))
+        return self.find_activity(window, chosen) if chosen else ActivityRead()
+
+    @abstractmethod
+    def find_activity(self, window: ActivityWindow, types: tuple[str, ...]) -> ActivityRead:
+        """:meth:`Backend.read_activity` for ``types`` (at least one, checked)."""
 
     @abstractmethod
     def count_matching(self, filters: JobFilter) -> int:

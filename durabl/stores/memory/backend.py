@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from durabl.model import activity
 from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DedupeScopeConflictError
@@ -504,14 +505,70 @@ class MemoryBackend(StoreBase):
         with self._store.lock:
             now = self.now()
             rows = [r for r in self._store.jobs.values() if type is None or r.type == type]
-            counts = Counter(r.status for r in rows)
-            by_kind = Counter(r.failure_kind for r in rows if r.status == "failed")
-            due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
-            return stats_from_counts(counts, by_kind, min(due, default=None), now)
+            return _stats(rows, now)
 
     def job_types(self) -> list[str]:
         with self._store.lock:
             return sorted({r.type for r in self._store.jobs.values()})
+
+    def stats_by_type(self) -> dict[str, model.QueueStats]:
+        with self._store.lock:
+            now = self.now()
+            by_type: dict[str, list[Record]] = {}
+            for rec in self._store.jobs.values():
+                by_type.setdefault(rec.type, []).append(rec)
+            return {t: _stats(by_type[t], now) for t in sorted(by_type)}
+
+    def find_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        with self._store.lock:
+            chosen = set(types)
+            rows = [r for r in self._store.jobs.values() if r.type in chosen]
+            counts: Counter[tuple[str, str, int]] = Counter()
+            candidates = []
+            pending: dict[str, list[Record]] = {}
+            for r in rows:
+                if r.status == "pending":
+                    if r.run_at <= window.until:
+                        pending.setdefault(r.type, []).append(r)
+                    continue
+                if r.status == "active":
+                    claimed = r.heartbeat_at or r.updated_at
+                    if claimed >= window.since:
+                        candidates.append(_candidate(r))
+                    continue
+                if r.finished_at is None:
+                    continue
+                if r.status in activity.COUNTED_STATUSES:
+                    bucket = window.bucket(r.finished_at)
+                    if bucket is not None:
+                        counts[(r.type, r.status, bucket)] += 1
+                if activity.spans_an_end(window, r.run_at, r.finished_at):
+                    candidates.append(_candidate(r))
+            for waiting in pending.values():
+                waiting.sort(key=lambda r: (r.run_at, -r.seq))
+                candidates.extend(_candidate(r) for r in waiting[: activity.PENDING_SCAN])
+            return activity.ActivityRead(dict(counts), tuple(candidates))
+
+
+def _stats(rows: list[Record], now: datetime) -> model.QueueStats:
+    counts = Counter(r.status for r in rows)
+    by_kind = Counter(r.failure_kind for r in rows if r.status == "failed")
+    due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
+    return stats_from_counts(counts, by_kind, min(due, default=None), now)
+
+
+def _candidate(rec: Record) -> activity.WaitCandidate:
+    return activity.WaitCandidate(
+        type=rec.type,
+        status=rec.status,
+        run_at=rec.run_at,
+        created_at=rec.created_at,
+        updated_at=rec.updated_at,
+        heartbeat_at=rec.heartbeat_at,
+        starts=tuple(a.started_at for a in rec.attempt_history if a.started_at is not None),
+    )
 
 
 class DummyBackend(MemoryBackend):

@@ -22,6 +22,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from durabl.model import activity
 from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import (
@@ -932,3 +933,11 @@ class MongoJobQueue(StoreBase):
 
     def job_types(self) -> list[str]:
         return self.queries.job_types()
+
+    def stats_by_type(self) -> dict[str, model.QueueStats]:
+        return self.queries.stats_by_type()
+
+    def find_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        return self.queries.read_activity(window, types)

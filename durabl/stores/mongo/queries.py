@@ -11,6 +11,8 @@ from typing import Any
 from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
+from durabl.model import activity
+from durabl.model.clock import as_utc
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
 from durabl.model.rules import JobOrder, stats_from_counts
 from durabl.stores.mongo import cancel, codec
@@ -214,6 +216,131 @@ class MongoQueries:
 
     def job_types(self) -> list[str]:
         return sorted(self.store.call("job_types", lambda: self.store.col.distinct("type")))
+
+    def stats_by_type(self) -> dict[str, QueueStats]:
+        """Three aggregations: jobs per (type, status), failed ones per (type, kind), and
+        each type's oldest due pending job."""
+        now = self.store.now()
+
+        def read() -> dict[str, QueueStats]:
+            col = self.store.col
+            counts: dict[str, dict[str, int]] = {}
+            for row in col.aggregate(
+                [{"$group": {"_id": {"t": "$type", "s": "$status"}, "n": {"$sum": 1}}}]
+            ):
+                counts.setdefault(row["_id"]["t"], {})[row["_id"]["s"]] = row["n"]
+            kinds: dict[str, dict[str, int]] = {}
+            for row in col.aggregate(
+                [
+                    {"$match": {"status": "failed"}},
+                    {"$group": {"_id": {"t": "$type", "k": "$failure_kind"}, "n": {"$sum": 1}}},
+                ]
+            ):
+                kinds.setdefault(row["_id"]["t"], {})[row["_id"]["k"]] = row["n"]
+            due = {
+                row["_id"]: row["oldest"]
+                for row in col.aggregate(
+                    [
+                        {"$match": {"status": "pending", "run_at": {"$lte": now}}},
+                        {"$group": {"_id": "$type", "oldest": {"$min": "$run_at"}}},
+                    ]
+                )
+            }
+            return {
+                t: stats_from_counts(counts[t], kinds.get(t, {}), due.get(t), now)
+                for t in sorted(counts)
+            }
+
+        return self.store.call("stats_by_type", read)
+
+    def read_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        """An aggregation for the counts (``durabl_status_finished``), a find of the
+        earliest due pending jobs per type (``durabl_type_status``), and one of the
+        active jobs claimed in the window and the finished ones spanning a bucket's end."""
+        chosen = {"$in": list(types)}
+        since, ends = window.since, window.ends
+        counted = [
+            {
+                "$match": {
+                    "status": {"$in": list(activity.COUNTED_STATUSES)},
+                    "finished_at": {"$gte": since, "$lt": window.until},
+                    "type": chosen,
+                }
+            },
+            {
+                "$group": {
+                    "_id": {
+                        "t": "$type",
+                        "s": "$status",
+                        "b": {
+                            "$floor": {
+                                "$divide": [{"$subtract": ["$finished_at", since]}, window.width_ms]
+                            }
+                        },
+                    },
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+        changed = {
+            "type": chosen,
+            "$or": [
+                {"status": "active", "heartbeat_at": {"$gte": since}},
+                {
+                    "status": {"$in": list(activity.FINISHED_STATUSES)},
+                    "finished_at": {"$gt": ends[0]},
+                    "$or": [{"run_at": {"$lte": end}, "finished_at": {"$gt": end}} for end in ends],
+                },
+            ],
+        }
+
+        def read() -> activity.ActivityRead:
+            col = self.store.col
+            counts = {
+                (row["_id"]["t"], row["_id"]["s"], int(row["_id"]["b"])): row["n"]
+                for row in col.aggregate(counted)
+            }
+            docs = list(col.find(changed, _CANDIDATE_FIELDS))
+            for job_type in types:
+                docs.extend(
+                    col.find(
+                        {"type": job_type, "status": "pending", "run_at": {"$lte": window.until}},
+                        _CANDIDATE_FIELDS,
+                        sort=[("run_at", 1), ("_id", -1)],
+                        limit=activity.PENDING_SCAN,
+                    )
+                )
+            return activity.ActivityRead(counts, tuple(_candidate(doc) for doc in docs))
+
+        return self.store.call("read_activity", read)
+
+
+_CANDIDATE_FIELDS = {
+    "type": 1,
+    "status": 1,
+    "run_at": 1,
+    "created_at": 1,
+    "updated_at": 1,
+    "heartbeat_at": 1,
+    "attempt_history.s": 1,
+}
+
+
+def _candidate(doc: dict[str, Any]) -> activity.WaitCandidate:
+    beat = doc.get("heartbeat_at")
+    return activity.WaitCandidate(
+        type=doc["type"],
+        status=doc["status"],
+        run_at=as_utc(doc["run_at"]),
+        created_at=as_utc(doc["created_at"]),
+        updated_at=as_utc(doc["updated_at"]),
+        heartbeat_at=None if beat is None else as_utc(beat),
+        starts=tuple(
+            as_utc(a["s"]) for a in doc.get("attempt_history") or () if a.get("s") is not None
+        ),
+    )
 
 
 def _due_now(query: dict[str, Any], now: datetime) -> tuple[dict[str, Any], dict[str, Any]]:

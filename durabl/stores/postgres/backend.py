@@ -15,6 +15,7 @@ from psycopg import Cursor
 from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
+from durabl.model import activity
 from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
@@ -742,6 +743,16 @@ class PostgresJobQueue(StoreBase):
         params = {"type": type, "now": self._now_param()}
         q = self._q
         return self._run("get_stats", lambda cur: reads.stats(cur, q, params))
+
+    def stats_by_type(self) -> dict[str, model.QueueStats]:
+        now, q = self._now_param(), self._q
+        return self._run("stats_by_type", lambda cur: reads.stats_by_type(cur, q, now))
+
+    def find_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        q = self._q
+        return self._run("read_activity", lambda cur: reads.activity_read(cur, q, window, types))
 
     def job_types(self) -> list[str]:
         def read(cur: Tx) -> list[str]:

@@ -1,15 +1,24 @@
-"""Read-only queries of the PostgreSQL store that take more than a line: listing filters
-and stats. Each runs on the cursor of the operation the caller opened."""
+"""Read-only queries of the PostgreSQL store that take more than a line: listing filters,
+stats and the admin overview's reads. Each runs on the cursor of the operation the caller opened."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
+from durabl.model.activity import (
+    FINISHED_STATUSES,
+    PENDING_SCAN,
+    ActivityRead,
+    ActivityWindow,
+    WaitCandidate,
+)
 from durabl.model.clock import as_utc
-from durabl.model.job import JobFilter, QueueStats
+from durabl.model.job import STATUSES, JobFilter, QueueStats
+from durabl.model.rows import decode_attempts
 from durabl.model.rules import stats_from_counts
 from durabl.stores.postgres.sql import FILTERS, Queries
 
@@ -58,3 +67,67 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
         clauses.append(FILTERS["search"])
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
     return (" AND ".join(clauses) or "true"), params
+
+
+def stats_by_type(cur: Cursor[DictRow], q: Queries, now: datetime | None) -> dict[str, QueueStats]:
+    """:func:`stats` of every type: four statements, whatever the number of types."""
+    cur.execute(q.job_types)
+    types = [row["type"] for row in cur.fetchall()]
+    if not types:
+        return {}
+    cur.execute(q.stats_by_type_counts, {"types": types, "statuses": list(STATUSES)})
+    counts: dict[str, dict[str, int]] = {t: {} for t in types}
+    for row in cur.fetchall():
+        if row["n"]:
+            counts[row["type"]][row["status"]] = int(row["n"])
+    cur.execute(q.stats_by_type_kinds)
+    kinds: dict[str, dict[str, int]] = {}
+    for row in cur.fetchall():
+        kinds.setdefault(row["type"], {})[row["failure_kind"]] = int(row["n"])
+    cur.execute(q.stats_by_type_oldest, {"types": types, "now": now})
+    stats = {}
+    for row in cur.fetchall():
+        oldest = row["oldest"]
+        stats[row["type"]] = stats_from_counts(
+            counts[row["type"]],
+            kinds.get(row["type"], {}),
+            None if oldest is None else as_utc(oldest),
+            as_utc(row["now"]),
+        )
+    return {t: stats[t] for t in types}
+
+
+def activity_read(
+    cur: Cursor[DictRow], q: Queries, window: ActivityWindow, types: tuple[str, ...]
+) -> ActivityRead:
+    """Two statements: the counts per bucket, then the lag line's candidates."""
+    params: dict[str, Any] = {
+        "types": list(types),
+        "since": window.since,
+        "until": window.until,
+        "width": window.width_ms,
+        "scan": PENDING_SCAN,
+        "finished": list(FINISHED_STATUSES),
+        "first_end": window.ends[0],
+        "ends": list(window.ends),
+    }
+    cur.execute(q.activity_counts, params)
+    counts = {(r["type"], r["status"], int(r["bucket"])): int(r["n"]) for r in cur.fetchall()}
+    cur.execute(q.activity_candidates, params)
+    candidates = tuple(
+        WaitCandidate(
+            type=r["type"],
+            status=r["status"],
+            run_at=as_utc(r["run_at"]),
+            created_at=as_utc(r["created_at"]),
+            updated_at=as_utc(r["updated_at"]),
+            heartbeat_at=None if r["heartbeat_at"] is None else as_utc(r["heartbeat_at"]),
+            starts=tuple(
+                a.started_at
+                for a in decode_attempts(r["attempt_history"])
+                if a.started_at is not None
+            ),
+        )
+        for r in cur.fetchall()
+    )
+    return ActivityRead(counts, candidates)

@@ -136,6 +136,9 @@ def order_by(field: str, descending: bool) -> str:
 
 # get_stats: counts per status and kind, and the oldest due pending job.
 _BY_KIND = "GROUP BY status, failure_kind"
+_CANDIDATE = (
+    "j.type, j.status, j.run_at, j.created_at, j.updated_at, j.heartbeat_at, j.attempt_history"
+)
 _OLDEST = "SELECT (SELECT min(run_at) FROM {jobs} WHERE status = 'pending' AND run_at <= {now}"
 
 
@@ -384,16 +387,52 @@ STATEMENTS: dict[str, str] = {
     ),
     "stats_oldest": _OLDEST + ") AS oldest, {now} AS now",
     "stats_oldest_of_type": _OLDEST + " AND type = %(type)s) AS oldest, {now} AS now",
-    # A loose index scan: one index probe per type instead of reading every job (DISTINCT
-    # reads the whole type index: 135 ms at 1M jobs; this, about 1 ms for a few types).
-    "job_types": """
-        WITH RECURSIVE t(type) AS (
-            (SELECT type FROM {jobs} ORDER BY type LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.type FROM {jobs} AS j WHERE j.type > t.type ORDER BY j.type LIMIT 1)
-            FROM t WHERE t.type IS NOT NULL)
-        SELECT type FROM t WHERE type IS NOT NULL
-    """,
+    # A loose index scan: one probe of the (type, status, run_at) index per type, where
+    # DISTINCT reads every job.
+    "job_types": (
+        "WITH RECURSIVE t(type) AS (SELECT min(type) FROM {jobs} UNION ALL "
+        "SELECT (SELECT min(type) FROM {jobs} WHERE type > t.type) FROM t "
+        "WHERE t.type IS NOT NULL) SELECT type FROM t WHERE type IS NOT NULL ORDER BY type"
+    ),
+    # -- the admin's overview (durabl.model.activity) ------------------------------------
+    # Every type's stats: a range count per (type, status) (an index-only scan of the
+    # (type, status, run_at) index each: no aggregate over a million rows to hash), failed
+    # jobs per (type, kind), then one probe of each type's oldest due pending job.
+    "stats_by_type_counts": (
+        "SELECT t.type, s.status, (SELECT count(*) FROM {jobs} "
+        "WHERE type = t.type AND status = s.status) AS n FROM unnest(%(types)s::text[]) "
+        "AS t(type) CROSS JOIN unnest(%(statuses)s::text[]) AS s(status)"
+    ),
+    "stats_by_type_kinds": (
+        "SELECT type, failure_kind, count(*) AS n FROM {jobs} WHERE status = 'failed' "
+        "GROUP BY type, failure_kind"
+    ),
+    "stats_by_type_oldest": (
+        "SELECT t.type, (SELECT min(run_at) FROM {jobs} WHERE type = t.type "
+        "AND status = 'pending' AND run_at <= {now}) AS oldest, {now} AS now "
+        "FROM unnest(%(types)s::text[]) AS t(type)"
+    ),
+    # Completed and failed jobs per (type, status, bucket), by finished_at.
+    "activity_counts": (
+        "SELECT type, status, floor(extract(epoch FROM finished_at - %(since)s::timestamptz) "
+        "* 1000 / %(width)s)::int AS bucket, count(*) AS n FROM {jobs} "
+        "WHERE status IN ('completed', 'failed') AND finished_at >= %(since)s "
+        "AND finished_at < %(until)s AND type = ANY(%(types)s::text[]) GROUP BY 1, 2, 3"
+    ),
+    # The jobs that may have waited across a bucket's end: each type's earliest due pending
+    # jobs, the active ones claimed in the window, the finished ones spanning an end.
+    "activity_candidates": (
+        "SELECT c.* FROM unnest(%(types)s::text[]) AS t(type) CROSS JOIN LATERAL ("
+        "SELECT " + _CANDIDATE + " FROM {jobs} AS j WHERE j.type = t.type "
+        "AND j.status = 'pending' AND j.run_at <= %(until)s "
+        "ORDER BY j.run_at, j.seq DESC LIMIT %(scan)s) AS c "
+        "UNION ALL SELECT " + _CANDIDATE + " FROM {jobs} AS j WHERE j.status = 'active' "
+        "AND j.heartbeat_at >= %(since)s AND j.type = ANY(%(types)s::text[]) "
+        "UNION ALL SELECT " + _CANDIDATE + " FROM {jobs} AS j "
+        "WHERE j.status = ANY(%(finished)s::text[]) AND j.finished_at > %(first_end)s "
+        "AND j.type = ANY(%(types)s::text[]) AND EXISTS (SELECT 1 FROM "
+        "unnest(%(ends)s::timestamptz[]) AS e(at) WHERE j.run_at <= e.at AND j.finished_at > e.at)"
+    ),
     # The listener's timers: how long until the next future job of each type is due.
     "next_due": (
         "SELECT type, ceil(extract(epoch FROM min(run_at) - {now}) * 1000)::bigint AS delay_ms "
@@ -507,6 +546,11 @@ class Queries:
     stats_oldest: str
     stats_oldest_of_type: str
     job_types: str
+    stats_by_type_counts: str
+    stats_by_type_kinds: str
+    stats_by_type_oldest: str
+    activity_counts: str
+    activity_candidates: str
     next_due: str
     server_now: str
     upsert_schedule: str

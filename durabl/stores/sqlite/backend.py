@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
+from durabl.model import activity
 from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
@@ -619,3 +620,18 @@ class SqliteJobQueue(StoreBase):
 
     def job_types(self) -> list[str]:
         return self._read("job_types", queries.job_types)
+
+    def stats_by_type(self) -> dict[str, model.QueueStats]:
+        now = self.now()
+        return self._read("stats_by_type", lambda conn: queries.stats_by_type(conn, now))
+
+    def find_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        """Two statements in one read transaction: the counts, then the candidates."""
+
+        def read(conn: sqlite3.Connection) -> activity.ActivityRead:
+            counts = queries.activity_counts(conn, window, types)
+            return activity.ActivityRead(counts, queries.activity_candidates(conn, window, types))
+
+        return self._read("read_activity", read)
