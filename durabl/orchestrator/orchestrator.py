@@ -9,7 +9,6 @@ written to the job, fenced on the claim token.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import secrets
 from collections.abc import Callable, Mapping
@@ -27,7 +26,7 @@ from durabl.orchestrator.journal import (
     journal_budget,
 )
 from durabl.orchestrator.limits import RunLimits
-from durabl.runtime.run import ManagedHandler, ManagedRun
+from durabl.runtime.run import ManagedHandler, ManagedRun, check_plain_function
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -99,13 +98,7 @@ class OrchestrationHandler(ManagedHandler):
         step_timeout: Seconds | None = None,
         max_duration: Seconds | None = None,
     ) -> None:
-        if not callable(body):
-            raise TypeError(f"orchestration body must be callable, got {body!r}")
-        if inspect.iscoroutinefunction(body):
-            raise TypeError(
-                f"orchestration body {body!r} is async; durabl runs bodies in worker threads: "
-                "write it as a plain function"
-            )
+        check_plain_function(body, "orchestration body", "bodies")
         self.body = body
         self.limits = RunLimits.checked(max_journal_bytes, step_timeout, max_duration)
         self.max_journal_bytes = self.limits.max_journal_bytes

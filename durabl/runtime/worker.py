@@ -8,7 +8,6 @@ change-stream notification (push pickup), wakes it immediately.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import queue as queue_module
@@ -24,7 +23,7 @@ from durabl.model.job import JobEvent, JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
-from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt
+from durabl.runtime.run import Handler, ManagedRun, Runtime, check_plain_function, is_interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +50,7 @@ def check_registration(
 ) -> tuple[float | None, float | None]:
     """Refuse a handler or option no processor can run with; the poll interval and the
     heartbeat interval in seconds (None where not given)."""
-    if not callable(handler):
-        raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
-    if inspect.iscoroutinefunction(handler):
-        raise TypeError(
-            f"handler for {type!r} is async; durabl runs handlers in worker threads: "
-            "write it as a plain function"
-        )
+    check_plain_function(handler, f"handler for {type!r}", "handlers")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
     interval = None
