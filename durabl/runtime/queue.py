@@ -197,14 +197,7 @@ class JobQueue:
         for this queue.
         """
         given = DeclaredOptions(**options)
-        processor = self.register(
-            type,
-            handler,
-            concurrency=given.concurrency,
-            poll_interval=given.poll_interval,
-            heartbeat_interval=given.heartbeat_interval,
-            **given.given_type_options(),
-        )
+        processor = self._register(type, handler, given, bool(given.given_type_options()))
         declared = self.type_options(type)
         if declared is not None and declared.rate_limit is not None:
             self._ready().set_rate_limit(type, *declared.rate_limit)  # kept in the store
@@ -226,15 +219,22 @@ class JobQueue:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
         the worker threads. ``type_options``: the per-type options of :meth:`process`."""
-        given = DeclaredOptions(**type_options) if type_options else None
-        options = None if given is None else build_type_options(type, given)
-        processor = self._processors.register(
-            type,
-            handler,
+        given = DeclaredOptions(
             concurrency=concurrency,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
-            default_poll_interval=self.pickup.default_poll_interval,
+            **type_options,
+        )
+        return self._register(type, handler, given, bool(type_options))
+
+    def _register(
+        self, type: str, handler: Handler, given: DeclaredOptions, type_options: bool
+    ) -> Processor:
+        """:meth:`register` with the options ``given``, the per-type ones too when
+        ``type_options`` (none given: the declared ones apply)."""
+        options = build_type_options(type, given) if type_options else None
+        processor = self._processors.register(
+            type, handler, given, self.pickup.default_poll_interval
         )
         if options is not None:
             self.types.give(type, options)

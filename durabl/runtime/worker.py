@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.clock import Clock, Seconds, to_seconds
+from durabl.model.declared import DeclaredOptions
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobEvent, JobHandle
 from durabl.model.options import check_job_type
@@ -111,23 +112,21 @@ class Processors:
         self,
         type: str,
         handler: Handler,
-        *,
-        concurrency: int,
-        poll_interval: Seconds | None,
-        heartbeat_interval: Seconds | None,
+        given: DeclaredOptions,
         default_poll_interval: Callable[[str], float],
     ) -> Processor:
-        """A new processor for ``type`` (no threads started); refuses a second one for a
-        type, a bad handler or option, and any registration once the queue is closing.
-        ``default_poll_interval(type)`` gives the interval of a processor that chose none,
-        and has it follow push pickup."""
+        """A new processor for ``type`` (no threads started) with the concurrency and
+        intervals ``given``; refuses a second one for a type, a bad handler or option, and
+        any registration once the queue is closing. ``default_poll_interval(type)`` gives
+        the interval of a processor that chose none, and has it follow push pickup."""
         check_job_type(type)
+        concurrency = given.concurrency
         interval, beat = check_registration(
             type,
             handler,
             concurrency,
-            poll_interval,
-            heartbeat_interval,
+            given.poll_interval,
+            given.heartbeat_interval,
             self.runtime.visibility_timeout,
         )
         self.ready()
