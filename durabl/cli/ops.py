@@ -13,14 +13,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any
 
 from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.cli.common import (
     CommandError,
+    Sub,
     add_json_option,
     add_url_option,
-    examples,
+    command_parser,
     open_store,
     plain,
     print_json,
@@ -30,8 +31,6 @@ from durabl.cli.common import (
 )
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
 from durabl.runtime.queue import JobQueue
-
-Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: SLF001
 
 #: ``retry --all`` prints a progress line on stderr every this many jobs.
 PROGRESS_EVERY = 500
@@ -67,13 +66,8 @@ def opened(args: argparse.Namespace) -> Iterator[JobQueue]:
 def store_parser(
     sub: Sub, name: str, help: str, description: str, *example_lines: str
 ) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=help,
-        description=description,
-        epilog=examples(*example_lines),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """:func:`command_parser` with the store options ``--url`` and ``--json``."""
+    p = command_parser(sub, name, help, description, *example_lines)
     add_url_option(p)
     add_json_option(p)
     return p
