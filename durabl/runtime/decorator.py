@@ -16,7 +16,7 @@ from durabl.model.abort import JobContext
 from durabl.model.declared import DeclaredOptions, build_type_options
 from durabl.model.job import Job
 from durabl.runtime.declared import Declaration, check_process_options, registry
-from durabl.runtime.forward import keywords_like
+from durabl.runtime.forward import keywords_after_one
 from durabl.runtime.globals import get_default_queue
 from durabl.runtime.run import Handler
 
@@ -46,7 +46,7 @@ class DeclaredJob:
         return get_default_queue().enqueue(self.type, data, **options)
 
 
-@keywords_like(DeclaredOptions)
+@keywords_after_one(DeclaredOptions)
 def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
 

@@ -71,21 +71,27 @@ def takes_like(source: Callable[P, Any]) -> Callable[[Callable[..., R]], Callabl
     return give
 
 
-def keywords_like(
+def keywords_after_one(
     source: Callable[P, Any],
 ) -> Callable[[Callable[Concatenate[A, ...], R]], Callable[Concatenate[A, P], R]]:
-    """Give the decorated function (one positional parameter, then ``**options``) the
-    keyword-only parameters of ``source`` (a ``kw_only`` dataclass) as its options, for
-    mypy and ``inspect``/``help()``: options written once, taken by several calls that
-    differ in what comes before them."""
+    """Give the decorated callable (one positional parameter, then ``**options``) the
+    keyword-only parameters of ``source`` (a ``kw_only`` dataclass, or a function of
+    keyword-only parameters) as its options, for mypy and ``inspect``/``help()``: options
+    written once, taken by several calls that differ in what comes before them."""
     return functools.partial(_with_keywords, source)
 
 
-def keywords_as(
+def keywords_after_two(
+    source: Callable[P, Any],
+) -> Callable[[Callable[Concatenate[S, A, ...], R]], Callable[Concatenate[S, A, P], R]]:
+    """:func:`keywords_after_one` for two positional parameters (``self, a``)."""
+    return functools.partial(_with_keywords, source)
+
+
+def keywords_after_three(
     source: Callable[P, Any],
 ) -> Callable[[Callable[Concatenate[S, A, B, ...], R]], Callable[Concatenate[S, A, B, P], R]]:
-    """:func:`keywords_like` for a method of two positional parameters
-    (``self, a, b, **options``)."""
+    """:func:`keywords_after_one` for three positional parameters (``self, a, b``)."""
     return functools.partial(_with_keywords, source)
 
 

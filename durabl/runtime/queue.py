@@ -23,7 +23,7 @@ from durabl.model.options import (
 )
 from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.enqueuing import Enqueuing
-from durabl.runtime.forward import Forward, keywords_as
+from durabl.runtime.forward import Forward, keywords_after_three
 from durabl.runtime.hooks import RunHook, RunHooks, emit_event
 from durabl.runtime.inline import InlineRuns
 from durabl.runtime.operations import QueueOperations
@@ -186,7 +186,7 @@ class JobQueue:
         return self.types.options(type)
 
     # -- processing -----------------------------------------------------------------------
-    @keywords_as(DeclaredOptions)
+    @keywords_after_three(DeclaredOptions)
     def process(self, type: str, handler: Handler, **options: Any) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
 
