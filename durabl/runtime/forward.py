@@ -1,6 +1,10 @@
 """``Forward``: a class attribute that makes a method of a part also a method of its
 owner, with the part's signature and docstring (for mypy, ``inspect`` and ``help()``).
-How :class:`durabl.JobQueue` stays a thin front over its parts (composition)."""
+How :class:`durabl.JobQueue` stays a thin front over its parts (composition).
+
+``takes_as``/``takes_like`` give a callable another's whole signature;
+``keywords_after_*`` give it another's keyword-only parameters after its own positional
+ones (``@durabl.job`` and ``queue.process`` both take ``DeclaredOptions``')."""
 
 from __future__ import annotations
 
