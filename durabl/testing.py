@@ -171,9 +171,11 @@ class OrchestrationHarness:
         self.dedupe_key = dedupe_key
         self.seed = seed
         self.limits = RunLimits.checked(
-            DEFAULT_MAX_JOURNAL_BYTES if max_journal_bytes is None else max_journal_bytes,
-            step_timeout,
-            max_duration,
+            max_journal_bytes=DEFAULT_MAX_JOURNAL_BYTES
+            if max_journal_bytes is None
+            else max_journal_bytes,
+            step_timeout=step_timeout,
+            max_duration=max_duration,
         )
         self.max_journal_bytes = self.limits.max_journal_bytes
         self.step_timeout, self.max_duration = self.limits.step_timeout, self.limits.max_duration

@@ -59,6 +59,17 @@ class JobSpec:
     def with_concurrency(self, concurrency: int) -> JobSpec:
         return replace(self, concurrency=concurrency)
 
+    def start_on(self, start: Callable[..., object]) -> None:
+        """``start(type, handler, concurrency=..., poll_interval=..., heartbeat_interval=...)``
+        for this type: ``queue.process`` or ``queue.register``."""
+        start(
+            self.type,
+            self.handler,
+            concurrency=self.concurrency,
+            poll_interval=self.poll_interval,
+            heartbeat_interval=self.heartbeat_interval,
+        )
+
 
 @dataclass(frozen=True)
 class ImportFailure:

@@ -233,13 +233,7 @@ def register_declared(queue: JobQueue) -> None:
     registered = queue.processors
     for spec in _declared().values():
         if spec.type not in registered:
-            queue.register(
-                spec.type,
-                spec.handler,
-                concurrency=spec.concurrency,
-                poll_interval=spec.poll_interval,
-                heartbeat_interval=spec.heartbeat_interval,
-            )
+            spec.start_on(queue.register)
 
 
 def on_setting_changed(*, setting: str, **kwargs: Any) -> None:

@@ -186,13 +186,7 @@ class Runner:
 
     def _start_processing(self) -> None:
         for spec in self.specs:
-            self.queue.process(
-                spec.type,
-                spec.handler,
-                concurrency=spec.concurrency,
-                poll_interval=spec.poll_interval,
-                heartbeat_interval=spec.heartbeat_interval,
-            )
+            spec.start_on(self.queue.process)
         if self.reaper:
             self.queue.start_reaper()
         if self.scheduler:

@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.cli.common import (
     URL_ENV,
+    Sub,
     UsageError,
     add_url_option,
+    command_parser,
     examples,
     one_line,
     open_store,
@@ -54,13 +56,14 @@ def library_logging(verbose: bool) -> Iterator[None]:
 
 
 # -- demo -------------------------------------------------------------------------------------
-def configure_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def configure_demo(sub: Sub) -> None:
     from durabl.cli.demo import DEFAULT_DEMO_URL, DEFAULT_JOBS, DEFAULT_SECONDS
 
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "demo",
-        help="run a few hundred jobs through a queue, with live progress",
-        description="Enqueue a few hundred jobs of three types (dedupe, delays, priorities, "
+        "run a few hundred jobs through a queue, with live progress",
+        "Enqueue a few hundred jobs of three types (dedupe, delays, priorities, "
         "retries, fatal errors, a crashed worker recovered by the reaper), process them, "
         "and print per-type stats. Exit 0 when every job ended, 1 on the time limit.",
     )
@@ -97,17 +100,15 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 # -- reap -------------------------------------------------------------------------------------
-def configure_reap(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def configure_reap(sub: Sub) -> None:
+    p = command_parser(
+        sub,
         "reap",
-        help="one recovery sweep over jobs whose worker stopped heartbeating",
-        description="Return jobs whose lease expired to pending (or fail them 'stalled' "
+        "one recovery sweep over jobs whose worker stopped heartbeating",
+        "Return jobs whose lease expired to pending (or fail them 'stalled' "
         "when they have no attempts left), once, and report what was done.",
-        epilog=examples(
-            "durabl reap --url sqlite:///jobs.db",
-            "DURABL_URL=postgresql://app@db/app durabl reap --visibility-timeout 600",
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "durabl reap --url sqlite:///jobs.db",
+        "DURABL_URL=postgresql://app@db/app durabl reap --visibility-timeout 600",
     )
     add_url_option(p)
     p.add_argument(
@@ -145,20 +146,18 @@ def run_reap_command(args: argparse.Namespace) -> int:
 
 
 # -- migrate ----------------------------------------------------------------------------------
-def configure_migrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def configure_migrate(sub: Sub) -> None:
+    p = command_parser(
+        sub,
         "migrate",
-        help="create or upgrade the store's schema (out of band, before processes start)",
-        description="Create the store's tables and indexes, or apply the migrations an "
+        "create or upgrade the store's schema (out of band, before processes start)",
+        "Create the store's tables and indexes, or apply the migrations an "
         "older schema needs (PostgreSQL: under its advisory lock, safe while workers "
         "start), and print what was done. With --check, only report: exit 1 when a "
         "migration is pending. Exit 1 with one line on stderr when the store cannot be "
         "reached.",
-        epilog=examples(
-            "durabl migrate --url postgresql://app@db/app",
-            "durabl migrate --check   # with $DURABL_URL set",
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "durabl migrate --url postgresql://app@db/app",
+        "durabl migrate --check   # with $DURABL_URL set",
     )
     add_url_option(p)
     p.add_argument(
@@ -178,11 +177,12 @@ def run_migrate_command(args: argparse.Namespace) -> int:
 
 
 # -- lint-orchestrations ----------------------------------------------------------------------
-def configure_lint_orchestrations(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def configure_lint_orchestrations(sub: Sub) -> None:
+    p = command_parser(
+        sub,
         "lint-orchestrations",
-        help="flag calls in orchestration bodies whose results differ between runs",
-        description="Read the Python files given (directories are searched for *.py), find "
+        "flag calls in orchestration bodies whose results differ between runs",
+        "Read the Python files given (directories are searched for *.py), find "
         "the bodies registered with define(), and report direct calls in them that read "
         "the clock, draw random numbers or ids, or do I/O outside an octx.step(...). "
         "Exit 0 when clean, 1 on findings or unreadable files, 2 on a usage error.",
@@ -222,7 +222,7 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 
 
 # -- main -------------------------------------------------------------------------------------
-def commands() -> tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...]:
+def commands() -> tuple[Callable[[Sub], None], ...]:
     from durabl.cli.ops import commands as operator_commands
     from durabl.cli.worker import configure_worker
     from durabl.cli.workers import configure_workers

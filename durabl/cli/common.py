@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 from durabl.model.exceptions import DurablError
@@ -24,6 +24,7 @@ from durabl.stores.base import Backend
 from durabl.stores.urls import backend_from_url
 
 URL_ENV = "DURABL_URL"
+Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: SLF001
 
 #: Seconds a store may take to answer a command before it gives up (MongoDB's own server
 #: selection would wait 30 s; PostgreSQL's ``connect_timeout`` defaults to 5 s). Override
@@ -69,6 +70,22 @@ def connect_timeout() -> float:
     if not 0 < value <= 3600:
         raise UsageError(f"${CONNECT_TIMEOUT_ENV} must be between 0 and 3600 s, got {text}")
     return value
+
+
+def command_parser(
+    sub: Sub, name: str, help: str, description: str, *example_lines: str
+) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name``: ``help`` in the list of commands,
+    ``description`` atop its ``--help``, then the example command lines, if any."""
+    if not example_lines:
+        return sub.add_parser(name, help=help, description=description)
+    return sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=examples(*example_lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_url_option(parser: argparse.ArgumentParser) -> None:

@@ -13,14 +13,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any
 
 from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.cli.common import (
     CommandError,
+    Sub,
     add_json_option,
     add_url_option,
-    examples,
+    command_parser,
     open_store,
     plain,
     print_json,
@@ -30,8 +31,6 @@ from durabl.cli.common import (
 )
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
 from durabl.runtime.queue import JobQueue
-
-Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: SLF001
 
 #: ``retry --all`` prints a progress line on stderr every this many jobs.
 PROGRESS_EVERY = 500
@@ -67,13 +66,8 @@ def opened(args: argparse.Namespace) -> Iterator[JobQueue]:
 def store_parser(
     sub: Sub, name: str, help: str, description: str, *example_lines: str
 ) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=help,
-        description=description,
-        epilog=examples(*example_lines),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """:func:`command_parser` with the store options ``--url`` and ``--json``."""
+    p = command_parser(sub, name, help, description, *example_lines)
     add_url_option(p)
     add_json_option(p)
     return p
@@ -242,12 +236,7 @@ def run_retry(args: argparse.Namespace) -> int:
             results = {job_id: queue.retry(job_id) for job_id in dict.fromkeys(args.job_ids)}
             retried = sum(results.values())
             missed = [job_id for job_id, ok in results.items() if not ok]
-    if args.json:
-        print_json({"retried": retried, "not_retried": missed})
-    else:
-        print(f"retried {retried} job(s)")
-        if missed:
-            print(f"not retried (not failed, missing, or dedupe key in use): {', '.join(missed)}")
+    print_outcome(args, "retried", retried, missed, " (not failed, missing, or dedupe key in use)")
     return 1 if args.job_ids and not retried else 0
 
 
@@ -295,13 +284,22 @@ def per_job(args: argparse.Namespace, method: str, done: str, **options: Any) ->
         results = {job_id: bool(act(job_id, **options)) for job_id in dict.fromkeys(args.job_ids)}
     count = sum(results.values())
     missed = [job_id for job_id, ok in results.items() if not ok]
-    if args.json:
-        print_json({done: count, f"not_{done}": missed})
-    else:
-        print(f"{done} {count} job(s)")
-        if missed:
-            print(f"not {done}: {', '.join(missed)}")
+    print_outcome(args, done, count, missed)
     return 0 if count else 1
+
+
+def print_outcome(
+    args: argparse.Namespace, done: str, count: int, missed: list[str] | None = None, why: str = ""
+) -> None:
+    """What a command did to jobs: ``--json`` ``{done: count, "not_<done>": missed}``
+    (``missed`` None: no such key); else ``<done> <count> job(s)``, then the jobs missed
+    (``why``: the reasons, after ``not <done>``)."""
+    if args.json:
+        print_json({done: count} if missed is None else {done: count, f"not_{done}": missed})
+        return
+    print(f"{done} {count} job(s)")
+    if missed:
+        print(f"not {done}{why}: {', '.join(missed)}")
 
 
 # -- prune ------------------------------------------------------------------------------------
@@ -347,10 +345,7 @@ def run_prune(args: argparse.Namespace) -> int:
         options["statuses"] = tuple(args.statuses)
     with opened(args) as queue:
         pruned = queue.prune(**options)
-    if args.json:
-        print_json({"pruned": pruned})
-    else:
-        print(f"pruned {pruned} job(s)")
+    print_outcome(args, "pruned", pruned)
     return 0
 
 

@@ -28,9 +28,10 @@ from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.cli.common import (
     URL_ENV,
     CommandError,
+    Sub,
     UsageError,
     add_url_option,
-    examples,
+    command_parser,
     one_line,
     open_store,
     redact,
@@ -48,22 +49,20 @@ DRAIN_REPORT_EVERY = 5.0
 ABORT_EXIT_CODE = 1
 
 
-def configure_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+def configure_worker(sub: Sub) -> None:
+    p = command_parser(
+        sub,
         "worker",
-        help="run the job types declared in your modules until SIGTERM/SIGINT",
-        description="Import the modules given (they declare job types with @durabl.job and "
+        "run the job types declared in your modules until SIGTERM/SIGINT",
+        "Import the modules given (they declare job types with @durabl.job and "
         "schedules with durabl.schedule), then process every declared type (or the --type "
         "ones) with the reaper and the scheduler until SIGTERM or SIGINT. Then drain: "
         "running jobs get --shutdown-timeout seconds to finish, the rest are handed back "
         "to the queue (no attempt used). A second signal stops at once (exit 1). The "
         "current directory is on the import path, as for gunicorn.",
-        epilog=examples(
-            "durabl worker myapp.jobs --url sqlite:///jobs.db",
-            "DURABL_URL=postgresql://app@db/app durabl worker myapp.jobs myapp.reports",
-            "durabl worker myapp.jobs --type welcome-email --concurrency 8 --metrics-port 9100",
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "durabl worker myapp.jobs --url sqlite:///jobs.db",
+        "DURABL_URL=postgresql://app@db/app durabl worker myapp.jobs myapp.reports",
+        "durabl worker myapp.jobs --type welcome-email --concurrency 8 --metrics-port 9100",
     )
     p.add_argument("modules", nargs="+", metavar="MODULE", help="a module to import, e.g. app.jobs")
     add_url_option(p)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from durabl.cli.common import plain, print_json, print_table
-from durabl.cli.ops import Sub, opened, store_parser
+from durabl.cli.common import Sub, plain, print_json, print_table
+from durabl.cli.ops import opened, store_parser
 from durabl.model.workers import WorkerInfo
 
 COLUMNS = ("id", "state", "host", "pid", "types", "active", "started_at", "last_seen")

@@ -9,7 +9,7 @@ under the options of the call (:meth:`TypeOptions.enqueue_options`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from durabl.model.clock import Seconds, to_seconds
@@ -77,35 +77,57 @@ def given_options(**options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
 
 
-def build_type_options(
-    type: str,
-    *,
-    schema: Any = None,
-    on_dead_letter: DeadLetterHook | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    dedupe_scope: str | None = None,
-    backoff: str | None = None,
-    backoff_delay: Seconds | None = None,
-    backoff_max_delay: Seconds | None = None,
-    concurrency_key: ConcurrencyKey | None = None,
-    concurrency_limit: int | None = None,
-    rate_limit: tuple[int, Seconds] | None = None,
-) -> TypeOptions:
-    """Check every per-type option (``ValueError``/``TypeError`` naming it) and build the
-    type's :class:`TypeOptions`. No I/O; a schema is adapted by pydantic here."""
+#: The options of :class:`DeclaredOptions` that say how a type's workers run it.
+PROCESS_OPTIONS = ("concurrency", "poll_interval", "heartbeat_interval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeclaredOptions:
+    """The options ``@durabl.job`` and ``queue.process`` take after the type (and the
+    handler), as given and not yet checked: how the type's workers run it
+    (:data:`PROCESS_OPTIONS`), then its per-type options (None: not given). Both take
+    their keyword parameters from here (:mod:`durabl.runtime.forward`), so they are
+    written once; :func:`build_type_options` checks the per-type ones."""
+
+    concurrency: int = 1
+    poll_interval: Seconds | None = None
+    heartbeat_interval: Seconds | None = None
+    schema: Any = None
+    on_dead_letter: DeadLetterHook | None = None
+    max_attempts: int | None = None
+    priority: int | None = None
+    dedupe_scope: str | None = None
+    backoff: str | None = None
+    backoff_delay: Seconds | None = None
+    backoff_max_delay: Seconds | None = None
+    concurrency_key: ConcurrencyKey | None = None
+    concurrency_limit: int | None = None
+    rate_limit: tuple[int, Seconds] | None = None
+
+    def given_type_options(self) -> dict[str, Any]:
+        """The per-type options given (not None), by name."""
+        return {
+            option.name: getattr(self, option.name)
+            for option in fields(self)
+            if option.name not in PROCESS_OPTIONS and getattr(self, option.name) is not None
+        }
+
+
+def build_type_options(type: str, options: DeclaredOptions) -> TypeOptions:
+    """Check every per-type option of ``options`` (``ValueError``/``TypeError`` naming
+    it) and build the type's :class:`TypeOptions`. No I/O; a schema is adapted by
+    pydantic here."""
     check_job_type(type)
-    defaults = given_options(
-        priority=priority,
-        max_attempts=max_attempts,
-        dedupe_scope=dedupe_scope,
-        backoff=backoff,
-        backoff_delay=backoff_delay,
-        backoff_max_delay=backoff_max_delay,
-    )
+    defaults = {
+        name: getattr(options, name)
+        for name in DEFAULTABLE_OPTIONS
+        if getattr(options, name) is not None
+    }
     build_new_job(type, None, **defaults)  # the defaults obey the enqueue rules
+    on_dead_letter = options.on_dead_letter
     if on_dead_letter is not None and not callable(on_dead_letter):
         raise TypeError(f"on_dead_letter must be callable(job), got {on_dead_letter!r}")
+    concurrency_key = options.concurrency_key
     if concurrency_key is not None and not (
         isinstance(concurrency_key, str) or callable(concurrency_key)
     ):
@@ -113,6 +135,7 @@ def build_type_options(
             f"concurrency_key must be a string or a callable(data) -> str | None, "
             f"got {concurrency_key!r}"
         )
+    concurrency_limit = options.concurrency_limit
     if concurrency_limit is not None and (
         isinstance(concurrency_limit, bool)
         or not isinstance(concurrency_limit, int)
@@ -124,11 +147,11 @@ def build_type_options(
     return TypeOptions(
         type=type,
         defaults=defaults,
-        schema=None if schema is None else PayloadSchema(schema),
+        schema=None if options.schema is None else PayloadSchema(options.schema),
         on_dead_letter=on_dead_letter,
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
-        rate_limit=None if rate_limit is None else _check_rate_limit(rate_limit),
+        rate_limit=None if options.rate_limit is None else _check_rate_limit(options.rate_limit),
     )
 
 

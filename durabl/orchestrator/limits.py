@@ -32,6 +32,7 @@ class RunLimits:
     @classmethod
     def checked(
         cls,
+        *,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
         step_timeout: Seconds | None = None,
         max_duration: Seconds | None = None,

@@ -9,7 +9,6 @@ written to the job, fenced on the claim token.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import secrets
 from collections.abc import Callable, Mapping
@@ -22,12 +21,12 @@ from durabl.model.job import JournalAppendResult
 from durabl.model.options import check_job_type
 from durabl.orchestrator.context import Body, HeartbeatStatus, OrchestrationContext
 from durabl.orchestrator.journal import (
-    DEFAULT_MAX_JOURNAL_BYTES,
     StepResultError,
     journal_budget,
 )
 from durabl.orchestrator.limits import RunLimits
-from durabl.runtime.run import ManagedHandler, ManagedRun
+from durabl.runtime.forward import keywords_after_two
+from durabl.runtime.run import ManagedHandler, ManagedRun, check_plain_function
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -91,23 +90,11 @@ class OrchestrationHandler(ManagedHandler):
 
     fatal_errors = (NondeterminismError, JournalTooLarge, StepResultError, JournalUnsupportedError)
 
-    def __init__(
-        self,
-        body: Body,
-        *,
-        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
-        step_timeout: Seconds | None = None,
-        max_duration: Seconds | None = None,
-    ) -> None:
-        if not callable(body):
-            raise TypeError(f"orchestration body must be callable, got {body!r}")
-        if inspect.iscoroutinefunction(body):
-            raise TypeError(
-                f"orchestration body {body!r} is async; durabl runs bodies in worker threads: "
-                "write it as a plain function"
-            )
+    @keywords_after_two(RunLimits.checked)
+    def __init__(self, body: Body, **limits: Any) -> None:
+        check_plain_function(body, "orchestration body", "bodies")
         self.body = body
-        self.limits = RunLimits.checked(max_journal_bytes, step_timeout, max_duration)
+        self.limits = RunLimits.checked(**limits)
         self.max_journal_bytes = self.limits.max_journal_bytes
         self.step_timeout, self.max_duration = self.limits.step_timeout, self.limits.max_duration
         functools.update_wrapper(self, body, updated=())
@@ -156,23 +143,13 @@ class Orchestrator:
     the queue's backend cannot hold a journal.
     """
 
-    def __init__(
-        self,
-        queue: JobQueue,
-        *,
-        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
-        step_timeout: Seconds | None = None,
-        max_duration: Seconds | None = None,
-    ) -> None:
+    @keywords_after_two(RunLimits.checked)
+    def __init__(self, queue: JobQueue, **defaults: Any) -> None:
         if not journal_capable(queue.backend):
             raise _journal_unsupported(queue.backend)
         self.queue = queue
-        self._defaults: dict[str, Any] = {
-            "max_journal_bytes": max_journal_bytes,
-            "step_timeout": step_timeout,
-            "max_duration": max_duration,
-        }
-        RunLimits.checked(**self._defaults)  # refuse bad defaults now, not at define()
+        RunLimits.checked(**defaults)  # refuse bad defaults now, not at define()
+        self._defaults: dict[str, Any] = defaults
         self._definitions: dict[str, OrchestrationDefinition] = {}
         self._started: set[str] = set()
 
@@ -237,7 +214,8 @@ class Orchestrator:
                 "max_duration": max_duration,
             }
             options: dict[str, Any] = {
-                k: self._defaults[k] if v is None else v for k, v in given.items()
+                **self._defaults,
+                **{k: v for k, v in given.items() if v is not None},
             }
             handler = OrchestrationHandler(fn, **options)
             if type in self._definitions:

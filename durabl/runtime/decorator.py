@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from durabl.model.abort import JobContext
-from durabl.model.clock import Seconds
-from durabl.model.declared import ConcurrencyKey, DeadLetterHook, build_type_options
+from durabl.model.declared import DeclaredOptions, build_type_options
 from durabl.model.job import Job
 from durabl.runtime.declared import Declaration, check_process_options, registry
+from durabl.runtime.forward import keywords_after_one
 from durabl.runtime.globals import get_default_queue
 from durabl.runtime.run import Handler
 
@@ -46,24 +46,8 @@ class DeclaredJob:
         return get_default_queue().enqueue(self.type, data, **options)
 
 
-def job(
-    type: str,
-    *,
-    concurrency: int = 1,
-    poll_interval: Seconds | None = None,
-    heartbeat_interval: Seconds | None = None,
-    max_attempts: int | None = None,
-    priority: int | None = None,
-    dedupe_scope: str | None = None,
-    backoff: str | None = None,
-    backoff_delay: Seconds | None = None,
-    backoff_max_delay: Seconds | None = None,
-    schema: Any = None,
-    on_dead_letter: DeadLetterHook | None = None,
-    concurrency_key: ConcurrencyKey | None = None,
-    concurrency_limit: int | None = None,
-    rate_limit: tuple[int, Seconds] | None = None,
-) -> Callable[[Handler], DeclaredJob]:
+@keywords_after_one(DeclaredOptions)
+def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
 
     ``concurrency``, ``poll_interval``, ``heartbeat_interval``: how
@@ -74,21 +58,9 @@ def job(
     ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
     flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
     type's workers start. Every option is checked here; nothing connects or starts."""
-    check_process_options(concurrency, poll_interval, heartbeat_interval)
-    options = build_type_options(
-        type,
-        schema=schema,
-        on_dead_letter=on_dead_letter,
-        priority=priority,
-        max_attempts=max_attempts,
-        dedupe_scope=dedupe_scope,
-        backoff=backoff,
-        backoff_delay=backoff_delay,
-        backoff_max_delay=backoff_max_delay,
-        concurrency_key=concurrency_key,
-        concurrency_limit=concurrency_limit,
-        rate_limit=rate_limit,
-    )
+    given = DeclaredOptions(**options)
+    check_process_options(given.concurrency, given.poll_interval, given.heartbeat_interval)
+    type_options = build_type_options(type, given)
 
     def declare(handler: Handler) -> DeclaredJob:
         if not callable(handler):
@@ -96,7 +68,12 @@ def job(
         if isinstance(handler, DeclaredJob):
             handler = handler.declaration.handler
         declaration = Declaration(
-            type, handler, options, concurrency, poll_interval, heartbeat_interval
+            type,
+            handler,
+            type_options,
+            given.concurrency,
+            given.poll_interval,
+            given.heartbeat_interval,
         )
         registry.add(declaration)
         return DeclaredJob(declaration)

@@ -1,15 +1,23 @@
 """``Forward``: a class attribute that makes a method of a part also a method of its
 owner, with the part's signature and docstring (for mypy, ``inspect`` and ``help()``).
-How :class:`durabl.JobQueue` stays a thin front over its parts (composition)."""
+How :class:`durabl.JobQueue` stays a thin front over its parts (composition).
+
+``takes_as``/``takes_like`` give a callable another's whole signature;
+``keywords_after_*`` give it another's keyword-only parameters after its own positional
+ones (``@durabl.job`` and ``queue.process`` both take ``DeclaredOptions``')."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 P = ParamSpec("P")
 R = TypeVar("R")
+A = TypeVar("A")
+B = TypeVar("B")
+S = TypeVar("S")
 
 
 class Forward(Generic[P, R]):
@@ -65,3 +73,39 @@ def takes_like(source: Callable[P, Any]) -> Callable[[Callable[..., R]], Callabl
         return function
 
     return give
+
+
+def keywords_after_one(
+    source: Callable[P, Any],
+) -> Callable[[Callable[Concatenate[A, ...], R]], Callable[Concatenate[A, P], R]]:
+    """Give the decorated callable (one positional parameter, then ``**options``) the
+    keyword-only parameters of ``source`` (a ``kw_only`` dataclass, or a function of
+    keyword-only parameters) as its options, for mypy and ``inspect``/``help()``: options
+    written once, taken by several calls that differ in what comes before them."""
+    return functools.partial(_with_keywords, source)
+
+
+def keywords_after_two(
+    source: Callable[P, Any],
+) -> Callable[[Callable[Concatenate[S, A, ...], R]], Callable[Concatenate[S, A, P], R]]:
+    """:func:`keywords_after_one` for two positional parameters (``self, a``)."""
+    return functools.partial(_with_keywords, source)
+
+
+def keywords_after_three(
+    source: Callable[P, Any],
+) -> Callable[[Callable[Concatenate[S, A, B, ...], R]], Callable[Concatenate[S, A, B, P], R]]:
+    """:func:`keywords_after_one` for three positional parameters (``self, a, b``)."""
+    return functools.partial(_with_keywords, source)
+
+
+def _with_keywords(source: Callable[..., Any], function: Callable[..., R]) -> Any:
+    own = inspect.signature(function)
+    keywords = list(inspect.signature(source).parameters.values())
+    if any(param.kind is not inspect.Parameter.KEYWORD_ONLY for param in keywords):
+        raise TypeError(f"{source!r} must take keyword-only parameters only")
+    positional = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    function.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[*positional, *keywords]
+    )
+    return function

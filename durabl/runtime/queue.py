@@ -9,13 +9,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from durabl.model.clock import Clock, Seconds, to_seconds
-from durabl.model.declared import (
-    ConcurrencyKey,
-    DeadLetterHook,
-    TypeOptions,
-    build_type_options,
-    given_options,
-)
+from durabl.model.declared import DeclaredOptions, TypeOptions, build_type_options
 from durabl.model.job import (
     JobEvent,
     JobHandle,
@@ -29,7 +23,7 @@ from durabl.model.options import (
 )
 from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.enqueuing import Enqueuing
-from durabl.runtime.forward import Forward
+from durabl.runtime.forward import Forward, keywords_after_three
 from durabl.runtime.hooks import (
     EnqueueHook,
     EnqueueHooks,
@@ -212,26 +206,8 @@ class JobQueue:
         return self.types.options(type)
 
     # -- processing -----------------------------------------------------------------------
-    def process(
-        self,
-        type: str,
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        poll_interval: Seconds | None = None,
-        heartbeat_interval: Seconds | None = None,
-        schema: Any = None,
-        on_dead_letter: DeadLetterHook | None = None,
-        max_attempts: int | None = None,
-        priority: int | None = None,
-        dedupe_scope: str | None = None,
-        backoff: str | None = None,
-        backoff_delay: Seconds | None = None,
-        backoff_max_delay: Seconds | None = None,
-        concurrency_key: ConcurrencyKey | None = None,
-        concurrency_limit: int | None = None,
-        rate_limit: tuple[int, Seconds] | None = None,
-    ) -> None:
+    @keywords_after_three(DeclaredOptions)
+    def process(self, type: str, handler: Handler, **options: Any) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
 
         Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
@@ -240,27 +216,8 @@ class JobQueue:
         defaults, ...) may be given here instead; given, they replace the declared ones
         for this queue.
         """
-        given = given_options(
-            schema=schema,
-            on_dead_letter=on_dead_letter,
-            max_attempts=max_attempts,
-            priority=priority,
-            dedupe_scope=dedupe_scope,
-            backoff=backoff,
-            backoff_delay=backoff_delay,
-            backoff_max_delay=backoff_max_delay,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            rate_limit=rate_limit,
-        )
-        processor = self.register(
-            type,
-            handler,
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            heartbeat_interval=heartbeat_interval,
-            **given,
-        )
+        given = DeclaredOptions(**options)
+        processor = self._register(type, handler, given, bool(given.given_type_options()))
         declared = self.type_options(type)
         if declared is not None and declared.rate_limit is not None:
             self._ready().set_rate_limit(type, *declared.rate_limit)  # kept in the store
@@ -282,14 +239,22 @@ class JobQueue:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
         the worker threads. ``type_options``: the per-type options of :meth:`process`."""
-        options = build_type_options(type, **type_options) if type_options else None
-        processor = self._processors.register(
-            type,
-            handler,
+        given = DeclaredOptions(
             concurrency=concurrency,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
-            default_poll_interval=self.pickup.default_poll_interval,
+            **type_options,
+        )
+        return self._register(type, handler, given, bool(type_options))
+
+    def _register(
+        self, type: str, handler: Handler, given: DeclaredOptions, type_options: bool
+    ) -> Processor:
+        """:meth:`register` with the options ``given``, the per-type ones too when
+        ``type_options`` (none given: the declared ones apply)."""
+        options = build_type_options(type, given) if type_options else None
+        processor = self._processors.register(
+            type, handler, given, self.pickup.default_poll_interval
         )
         if options is not None:
             self.types.give(type, options)

@@ -8,6 +8,7 @@ went unconfirmed past its local deadline, writes nothing: another worker may own
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import threading
 import traceback
@@ -50,6 +51,18 @@ from durabl.stores.base import Backend, Completion
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[Job[Any], JobContext], object]
+
+
+def check_plain_function(function: object, what: str, runs: str) -> None:
+    """Refuse what no worker thread can call: ``function`` not callable, or async.
+    ``what`` names it in the message (``handler for 'email'``); ``runs``: what durabl
+    calls such functions (``handlers``)."""
+    if not callable(function):
+        raise TypeError(f"{what} must be callable, got {function!r}")
+    if inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"{what} is async; durabl runs {runs} in worker threads: write it as a plain function"
+        )
 
 
 class RunSignal(AbortSignal):
@@ -606,13 +619,9 @@ class ManagedRun:
     def abort(self, reason: str) -> bool:
         """Fence the run without writing: abort its handler and stop its heartbeat (no
         wait). A run not yet started never starts. False when it already finished."""
-        with self._lock:
-            if self._state not in ("new", "running"):
-                return False
-            unstarted = self._state == "new"
-            self._state = "released"
-        self.signal.abort(reason)
-        self.heartbeat.stop(timeout=0)
+        unstarted = self._fence(reason, 0)
+        if unstarted is None:
+            return False
         if unstarted:
             self._over()
         return True
@@ -621,18 +630,27 @@ class ManagedRun:
         """Shutdown's path: abort the handler, stop the heartbeat, hand the claim back
         (no attempt used). None when the run already finished or is finishing. A run not
         yet started is released and will never start."""
-        with self._lock:
-            if self._state not in ("new", "running"):
-                return None
-            unstarted = self._state == "new"
-            self._state = "released"
-        self.signal.abort(SHUTDOWN)
-        self.heartbeat.stop(timeout=timeout)
+        unstarted = self._fence(SHUTDOWN, timeout)
+        if unstarted is None:
+            return None
         try:
             return self._release(timeout)
         finally:
             if unstarted:
                 self._over()
+
+    def _fence(self, reason: str, timeout: float) -> bool | None:
+        """Mark the run released, abort its handler with ``reason`` and stop its
+        heartbeat (waiting up to ``timeout``): whether it had not started yet, or None
+        when it already finished or is finishing."""
+        with self._lock:
+            if self._state not in ("new", "running"):
+                return None
+            unstarted = self._state == "new"
+            self._state = "released"
+        self.signal.abort(reason)
+        self.heartbeat.stop(timeout=timeout)
+        return unstarted
 
     def _release(self, timeout: float) -> JobResult | None:
         try:

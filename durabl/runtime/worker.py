@@ -8,7 +8,6 @@ change-stream notification (push pickup), wakes it immediately.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import queue as queue_module
@@ -19,12 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.clock import Clock, Seconds, to_seconds
+from durabl.model.declared import DeclaredOptions
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobEvent, JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
-from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt
+from durabl.runtime.run import Handler, ManagedRun, Runtime, check_plain_function, is_interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +51,7 @@ def check_registration(
 ) -> tuple[float | None, float | None]:
     """Refuse a handler or option no processor can run with; the poll interval and the
     heartbeat interval in seconds (None where not given)."""
-    if not callable(handler):
-        raise TypeError(f"handler for {type!r} must be callable, got {handler!r}")
-    if inspect.iscoroutinefunction(handler):
-        raise TypeError(
-            f"handler for {type!r} is async; durabl runs handlers in worker threads: "
-            "write it as a plain function"
-        )
+    check_plain_function(handler, f"handler for {type!r}", "handlers")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
     interval = None
@@ -118,23 +112,21 @@ class Processors:
         self,
         type: str,
         handler: Handler,
-        *,
-        concurrency: int,
-        poll_interval: Seconds | None,
-        heartbeat_interval: Seconds | None,
+        given: DeclaredOptions,
         default_poll_interval: Callable[[str], float],
     ) -> Processor:
-        """A new processor for ``type`` (no threads started); refuses a second one for a
-        type, a bad handler or option, and any registration once the queue is closing.
-        ``default_poll_interval(type)`` gives the interval of a processor that chose none,
-        and has it follow push pickup."""
+        """A new processor for ``type`` (no threads started) with the concurrency and
+        intervals ``given``; refuses a second one for a type, a bad handler or option, and
+        any registration once the queue is closing. ``default_poll_interval(type)`` gives
+        the interval of a processor that chose none, and has it follow push pickup."""
         check_job_type(type)
+        concurrency = given.concurrency
         interval, beat = check_registration(
             type,
             handler,
             concurrency,
-            poll_interval,
-            heartbeat_interval,
+            given.poll_interval,
+            given.heartbeat_interval,
             self.runtime.visibility_timeout,
         )
         self.ready()
