@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from durabl.model.activity import ActivityRead, ActivityWindow
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
@@ -33,6 +33,7 @@ from durabl.model.job import (
     PickupMode,
     QueueStats,
     ReapReport,
+    ResultStatus,
     attempt_error,
 )
 from durabl.model.options import NewJob, check_job_type, clip_reason
@@ -857,3 +858,61 @@ def protocol_operations(protocol: type) -> tuple[str, ...]:
 
 #: Every operation of :class:`Backend`, the fenced writes included.
 BACKEND_OPERATIONS = protocol_operations(Backend)
+
+
+Tx = TypeVar("Tx")
+R = TypeVar("R")
+
+
+class FencedTransactions(ABC, Generic[Tx]):
+    """The fenced write of a store whose writes are transactions on a connection or cursor
+    ``Tx`` (SQLite, PostgreSQL), written once: ``apply`` the write; when it matched its
+    fence, store the run's logs and the write's receipt in the same transaction; when it
+    matched nothing, resolve the miss (a repeat is answered from its receipt, else the
+    job's state says why). Each store supplies the four steps."""
+
+    def _fenced(
+        self,
+        op: str,
+        job_id: str,
+        token: str,
+        logs: Sequence[LogEntry],
+        apply: Callable[[Tx, dict[str, Any]], ResultStatus | None],
+        *,
+        timeout: float | None = None,
+    ) -> JobResult:
+        """Run ``apply`` (None: the fence matched nothing) as described above."""
+        params = self._fence_params(job_id, token)
+
+        def write(tx: Tx) -> JobResult:
+            result = apply(tx, params)
+            if result is None:
+                return self._resolve_miss(tx, job_id, token, op)
+            self._record_applied(tx, job_id, token, op, result, logs)
+            return JobResult(result)
+
+        return self._in_write(op, write, timeout)
+
+    @abstractmethod
+    def _fence_params(self, job_id: str, token: str) -> dict[str, Any]:
+        """The parameters of the fence (and the write's ``now``)."""
+
+    @abstractmethod
+    def _resolve_miss(self, tx: Tx, job_id: str, token: str, op: str) -> JobResult:
+        """What a write whose fence matched nothing returns."""
+
+    @abstractmethod
+    def _record_applied(
+        self,
+        tx: Tx,
+        job_id: str,
+        token: str,
+        op: str,
+        result: ResultStatus,
+        logs: Sequence[LogEntry],
+    ) -> None:
+        """Store the logs and the receipt of a write that applied."""
+
+    @abstractmethod
+    def _in_write(self, op: str, write: Callable[[Tx], R], timeout: float | None) -> R:
+        """Run ``write`` in one write transaction (repeatable after a lost connection)."""

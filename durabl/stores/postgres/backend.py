@@ -54,7 +54,7 @@ _SLOT_RACES = 5
 LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
 
 
-class PostgresJobQueue(StoreBase):
+class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
     """Jobs in PostgreSQL tables, safe across threads, processes and machines.
 
     ``url`` (``postgresql://user[:password]@host[:port]/db[?table=...&...]``): the store
@@ -476,30 +476,27 @@ class PostgresJobQueue(StoreBase):
         return handles[0] if handles else None
 
     # -- fenced writes --------------------------------------------------------------------
-    def _fenced(
+    def _fence_params(self, job_id: str, token: str) -> dict[str, Any]:
+        return {**writes.fence(job_id, token), "now": self._now_param()}
+
+    def _resolve_miss(self, tx: Tx, job_id: str, token: str, op: str) -> JobResult:
+        return writes.resolve_miss(tx, self._q, job_id, token, op)
+
+    def _record_applied(
         self,
-        op: str,
+        tx: Tx,
         job_id: str,
         token: str,
+        op: str,
+        result: model.ResultStatus,
         logs: Sequence[LogEntry],
-        apply: Callable[[Tx, dict[str, Any]], model.ResultStatus | None],
-        *,
-        timeout: float | None = None,
-    ) -> JobResult:
-        """Run ``apply`` (None: the fence matched nothing) and, when it applied, store the
-        logs and the receipt in the same transaction. Repeatable: a repeat after a lost
-        connection misses the fence and is answered from the receipt."""
-        params = {**writes.fence(job_id, token), "now": self._now_param()}
-        q = self._q
+    ) -> None:
+        writes.add_logs(tx, self._q, [(job_id, entry) for entry in logs])
+        writes.add_receipt(tx, self._q, job_id, token, op, result)
 
-        def write(cur: Tx) -> JobResult:
-            result = apply(cur, params)
-            if result is None:
-                return writes.resolve_miss(cur, q, job_id, token, op)
-            writes.add_logs(cur, q, [(job_id, entry) for entry in logs])
-            writes.add_receipt(cur, q, job_id, token, op, result)
-            return JobResult(result)
-
+    def _in_write(self, op: str, write: Callable[[Tx], R], timeout: float | None) -> R:
+        # Repeatable: a repeat after a lost connection misses the fence and is answered
+        # from the receipt.
         return self._run(op, write, timeout=timeout)
 
     def heartbeat(

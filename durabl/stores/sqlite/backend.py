@@ -40,7 +40,7 @@ R = TypeVar("R")
 MIN_SQLITE = (3, 35, 0)
 
 
-class SqliteJobQueue(StoreBase):
+class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
     """Jobs in one SQLite file (WAL mode), safe across threads and processes.
 
     Each thread uses its own connection; each write is one ``BEGIN IMMEDIATE`` transaction,
@@ -364,28 +364,27 @@ class SqliteJobQueue(StoreBase):
         return handles[0] if handles else None
 
     # -- fenced writes --------------------------------------------------------------------
-    def _fenced(
+    def _fence_params(self, job_id: str, token: str) -> dict[str, Any]:
+        return {"id": job_id, "token": token, "now": self._now_ms()}
+
+    def _resolve_miss(self, tx: sqlite3.Connection, job_id: str, token: str, op: str) -> JobResult:
+        return writes.resolve_miss(tx, job_id, token, op)
+
+    def _record_applied(
         self,
-        op: str,
+        tx: sqlite3.Connection,
         job_id: str,
         token: str,
+        op: str,
+        result: model.ResultStatus,
         logs: Sequence[LogEntry],
-        apply: Callable[[sqlite3.Connection, dict[str, Any]], model.ResultStatus | None],
-        *,
-        timeout: float | None = None,
-    ) -> JobResult:
-        """Run ``apply`` (None: the fence matched nothing) and, when it applied, store the
-        logs and the receipt in the same transaction."""
-        params = {"id": job_id, "token": token, "now": self._now_ms()}
+    ) -> None:
+        writes.add_logs(tx, job_id, logs)
+        writes.add_receipt(tx, job_id, token, op, result)
 
-        def write(conn: sqlite3.Connection) -> JobResult:
-            result = apply(conn, params)
-            if result is None:
-                return writes.resolve_miss(conn, job_id, token, op)
-            writes.add_logs(conn, job_id, logs)
-            writes.add_receipt(conn, job_id, token, op, result)
-            return JobResult(result)
-
+    def _in_write(
+        self, op: str, write: Callable[[sqlite3.Connection], R], timeout: float | None
+    ) -> R:
         return self._write(op, write, timeout=timeout)
 
     def heartbeat(
