@@ -126,8 +126,7 @@ class QueueMetrics:
         self._children: dict[tuple[Any, ...], Any] = {}
         self.gauges = StoreGauges(queue, gauge_interval)
         r.register(self.gauges)
-        self._previous_sink = queue.on_job_event
-        queue.on_job_event = self.on_event
+        self._remove_sink = queue.add_event_sink(self.record)
         self._remove_hook = queue.add_run_hook(self.run_hook)
         self._remove_enqueue_hook = queue.add_enqueue_hook(self.enqueue_hook)
 
@@ -148,13 +147,6 @@ class QueueMetrics:
         delay = self.queue.clock.now() - job.run_at
         self.child(self.pickup_delay, job.type).observe(max(delay.total_seconds(), 0.0))
         return proceed()
-
-    def on_event(self, event: JobEvent) -> None:
-        try:
-            self.record(event)
-        finally:
-            if self._previous_sink is not None:
-                self._previous_sink(event)
 
     def record(self, event: JobEvent) -> None:
         kind, type = event.kind, event.type or "unknown"
@@ -182,7 +174,7 @@ class QueueMetrics:
 
     def uninstall(self) -> None:
         """Stop feeding these metrics and unregister them from their registry."""
-        self.queue.on_job_event = self._previous_sink
+        self._remove_sink()
         self._remove_hook()
         self._remove_enqueue_hook()
         for collector in (

@@ -156,14 +156,7 @@ class Runner:
 
     def start(self) -> None:
         """Connect, start the workers and the reaper, and take over the signals."""
-        sink = self.queue.on_job_event
-
-        def count_then_forward(event: JobEvent) -> None:
-            self._count_release(event)
-            if sink is not None:
-                sink(event)
-
-        self.queue.on_job_event = count_then_forward
+        self.queue.add_event_sink(self._count_release)
         self.queue.startup()
         self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
         for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's

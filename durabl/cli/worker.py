@@ -263,14 +263,7 @@ class Worker:
 
     def wait(self) -> int:
         """Block until a signal, drain, restore the signals; the exit code."""
-        sink = self.queue.on_job_event
-
-        def count_then_forward(event: Any) -> None:
-            self.count_release(event)
-            if sink is not None:
-                sink(event)
-
-        self.queue.on_job_event = count_then_forward
+        remove_sink = self.queue.add_event_sink(self.count_release)
         try:
             while not self.signalled.wait(1.0):
                 pass
@@ -280,6 +273,7 @@ class Worker:
             while not self.drained.wait(every):
                 self.report_waiting(time.monotonic() - started)
         finally:
+            remove_sink()
             for sig, handler in self.previous.items():
                 signal.signal(sig, handler)
         if self.released:

@@ -157,6 +157,17 @@ def _enqueue_layer(hook: EnqueueHook, inner: EnqueueProceed) -> EnqueueProceed:
     return layer
 
 
+class EventSinks(_Hooks[Callable[[JobEvent], object]]):
+    """The event sinks added to one queue (``queue.add_event_sink``), beside its
+    ``on_job_event``."""
+
+    kind = "event sink"
+
+    def emit(self, event: JobEvent, logger: logging.Logger) -> None:
+        for sink in self.own:
+            emit_event(sink, event, logger)
+
+
 #: The hooks around every queue's runs and enqueues, in this process.
 process_run_hooks = RunHooks()
 process_enqueue_hooks = EnqueueHooks()

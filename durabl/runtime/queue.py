@@ -27,6 +27,7 @@ from durabl.runtime.forward import Forward, keywords_after_three
 from durabl.runtime.hooks import (
     EnqueueHook,
     EnqueueHooks,
+    EventSinks,
     RunHook,
     RunHooks,
     emit_event,
@@ -76,6 +77,8 @@ class JobQueue:
         self.logger = logger or _module_logger
         self.visibility_timeout = vt
         self.on_job_event = on_job_event
+        #: Sinks added beside ``on_job_event``: see :meth:`add_event_sink`.
+        self.event_sinks = EventSinks()
         self.clock: Clock = clock or backend.clock
         self.immediate: bool = backend.immediate if immediate is None else bool(immediate)
         self.lease_owner = default_lease_owner()
@@ -151,6 +154,18 @@ class JobQueue:
     def emit(self, event: JobEvent) -> None:
         """Send an event to the sink; a failing sink is logged and never affects a job."""
         emit_event(self.on_job_event, event, self.logger)
+        if self.event_sinks:
+            self.event_sinks.emit(event, self.logger)
+
+    @property
+    def listening(self) -> bool:
+        """Whether any sink takes events (else none need be built)."""
+        return self.on_job_event is not None or bool(self.event_sinks)
+
+    def add_event_sink(self, sink: Callable[[JobEvent], object]) -> Callable[[], None]:
+        """Send every later event to ``sink`` too, after ``on_job_event`` (a failing sink
+        is logged and never affects a job). Returns a function that removes it."""
+        return self.event_sinks.add(sink)
 
     def active_runs(self) -> list[ManagedRun]:
         """The runs of this queue not over yet (claimed, running, or being written)."""

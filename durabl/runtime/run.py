@@ -127,8 +127,10 @@ class Runtime(Protocol):
     clock: Clock
     visibility_timeout: float
     retention: float | None
-    #: The event sink; None means nobody listens, so no event need be built.
-    on_job_event: Callable[[JobEvent], object] | None
+
+    #: Whether any event sink listens (else no event need be built).
+    @property
+    def listening(self) -> bool: ...
 
     #: The live runs: each run tracks itself from its claim until it is over.
     runs: RunRegistry[ManagedRun]
@@ -179,7 +181,7 @@ def dead_letter(
     if kind not in DEAD_LETTER_KINDS:
         return
     extra = {"job_id": job_id, "type": type}
-    if runtime.on_job_event is not None:
+    if runtime.listening:
         runtime.emit(JobEvent("dead-lettered", type, job_id, extra={"failure_kind": kind}))
     options = runtime.type_options(type)
     hook = None if options is None else options.on_dead_letter
@@ -319,7 +321,7 @@ class ManagedRun:
         return self.handle.id
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        if self.runtime.on_job_event is None:
+        if not self.runtime.listening:
             return
         self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
 

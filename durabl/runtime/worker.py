@@ -281,7 +281,7 @@ class Processor:
         with self._lock:
             self._outstanding += claimed
             self._maybe_more = claimed == free
-        events = self.runtime.on_job_event is not None
+        events = self.runtime.listening
         for n, handle in enumerate(handles):
             ahead = n >= starting
             if events:

@@ -864,6 +864,16 @@ Tx = TypeVar("Tx")
 R = TypeVar("R")
 
 
+class AppliedWrite(NamedTuple):
+    """A fenced write that matched its fence: what its receipt and logs record."""
+
+    job_id: str
+    token: str
+    op: str
+    result: ResultStatus
+    logs: Sequence[LogEntry]
+
+
 class FencedTransactions(ABC, Generic[Tx]):
     """The fenced write of a store whose writes are transactions on a connection or cursor
     ``Tx`` (SQLite, PostgreSQL), written once: ``apply`` the write; when it matched its
@@ -888,7 +898,7 @@ class FencedTransactions(ABC, Generic[Tx]):
             result = apply(tx, params)
             if result is None:
                 return self._resolve_miss(tx, job_id, token, op)
-            self._record_applied(tx, job_id, token, op, result, logs)
+            self._record_applied(tx, AppliedWrite(job_id, token, op, result, logs))
             return JobResult(result)
 
         return self._in_write(op, write, timeout)
@@ -902,15 +912,7 @@ class FencedTransactions(ABC, Generic[Tx]):
         """What a write whose fence matched nothing returns."""
 
     @abstractmethod
-    def _record_applied(
-        self,
-        tx: Tx,
-        job_id: str,
-        token: str,
-        op: str,
-        result: ResultStatus,
-        logs: Sequence[LogEntry],
-    ) -> None:
+    def _record_applied(self, tx: Tx, applied: AppliedWrite) -> None:
         """Store the logs and the receipt of a write that applied."""
 
     @abstractmethod

@@ -57,8 +57,7 @@ def test_the_exit_line_says_when_the_drain_handed_jobs_back() -> None:
     out = io.StringIO()
     runner = Runner(queue, [spec("a", 1)], stdout=out)
     runner.start()
-    assert queue.on_job_event is not None
-    queue.on_job_event(JobEvent("shutdown-released", "a", "j1", op="released"))
+    queue.emit(JobEvent("shutdown-released", "a", "j1", op="released"))
     runner.drained.set()
     runner.wait()
     assert "1 job(s) still running were handed back" in out.getvalue()

@@ -482,15 +482,8 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
     def _resolve_miss(self, tx: Tx, job_id: str, token: str, op: str) -> JobResult:
         return writes.resolve_miss(tx, self._q, job_id, token, op)
 
-    def _record_applied(
-        self,
-        tx: Tx,
-        job_id: str,
-        token: str,
-        op: str,
-        result: model.ResultStatus,
-        logs: Sequence[LogEntry],
-    ) -> None:
+    def _record_applied(self, tx: Tx, applied: base.AppliedWrite) -> None:
+        job_id, token, op, result, logs = applied
         writes.add_logs(tx, self._q, [(job_id, entry) for entry in logs])
         writes.add_receipt(tx, self._q, job_id, token, op, result)
 

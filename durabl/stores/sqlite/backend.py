@@ -370,15 +370,8 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
     def _resolve_miss(self, tx: sqlite3.Connection, job_id: str, token: str, op: str) -> JobResult:
         return writes.resolve_miss(tx, job_id, token, op)
 
-    def _record_applied(
-        self,
-        tx: sqlite3.Connection,
-        job_id: str,
-        token: str,
-        op: str,
-        result: model.ResultStatus,
-        logs: Sequence[LogEntry],
-    ) -> None:
+    def _record_applied(self, tx: sqlite3.Connection, applied: base.AppliedWrite) -> None:
+        job_id, token, op, result, logs = applied
         writes.add_logs(tx, job_id, logs)
         writes.add_receipt(tx, job_id, token, op, result)
 
