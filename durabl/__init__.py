@@ -41,7 +41,12 @@ from durabl.model.options import NewJob
 from durabl.model.schedule import Schedule
 from durabl.model.schema import PayloadIssue, PayloadValidationError
 from durabl.model.workers import WorkerInfo
-from durabl.runtime.declared import declared_types, get_declaration, validate_enqueue
+from durabl.runtime.declared import (
+    Declaration,
+    declared_types,
+    get_declaration,
+    validate_enqueue,
+)
 from durabl.runtime.decorator import DeclaredJob
 from durabl.runtime.globals import (
     create_job_queue,
@@ -91,6 +96,7 @@ __all__ = [
     "FailureKind",
     "FatalJobError",
     "get_declaration",
+    "Declaration",
     "get_default_queue",
     "global_queue",
     "Handler",

@@ -19,7 +19,7 @@ from importlib import import_module
 from typing import Any, TypeVar
 
 import durabl
-from durabl import Job, JobContext
+from durabl import Declaration, Job, JobContext
 from durabl.orchestrator import DEFAULT_MAX_JOURNAL_BYTES, Body, OrchestrationHandler
 
 Handler = Callable[[Job[Any], JobContext], object]
@@ -30,26 +30,10 @@ Seconds = float | timedelta
 JOBS_MODULE = "jobs"
 
 
-def origin(handler: object) -> str:
-    """``module.qualname`` of a handler, for messages."""
-    module = getattr(handler, "__module__", None) or "?"
-    name = getattr(handler, "__qualname__", None) or repr(handler)
-    return f"{module}.{name}"
-
-
 @dataclass(frozen=True)
-class JobSpec:
-    """One declared job type: what ``queue.process`` needs to run it."""
-
-    type: str
-    handler: Handler
-    concurrency: int = 1
-    poll_interval: Seconds | None = None
-    heartbeat_interval: Seconds | None = None
-
-    @property
-    def origin(self) -> str:
-        return origin(self.handler)
+class JobSpec(Declaration):
+    """One declared job type: what ``queue.process`` needs to run it (durabl's
+    :class:`durabl.Declaration`, whose ``origin`` names the handler in messages)."""
 
     @property
     def is_orchestration(self) -> bool:

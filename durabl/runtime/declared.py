@@ -29,14 +29,16 @@ def origin(handler: object) -> str:
 
 @dataclass(frozen=True)
 class Declaration:
-    """One declared job type: its handler, how to process it, and its per-type options."""
+    """One declared job type: its handler, how to process it (``queue.process``'s
+    ``concurrency``, ``poll_interval``, ``heartbeat_interval``), and its per-type options
+    (None: the library's defaults). ``origin`` names the handler, for messages."""
 
     type: str
     handler: Handler
-    options: TypeOptions
     concurrency: int = 1
     poll_interval: Seconds | None = None
     heartbeat_interval: Seconds | None = None
+    options: TypeOptions | None = None
 
     @property
     def origin(self) -> str:

@@ -70,10 +70,10 @@ def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
         declaration = Declaration(
             type,
             handler,
-            type_options,
             given.concurrency,
             given.poll_interval,
             given.heartbeat_interval,
+            options=type_options,
         )
         registry.add(declaration)
         return DeclaredJob(declaration)
