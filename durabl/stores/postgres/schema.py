@@ -267,6 +267,15 @@ def _add_trace_context(t: Tables) -> list[str]:
     return [f"ALTER TABLE {t.qualified()} ADD COLUMN IF NOT EXISTS trace_context text"]
 
 
+def _add_failed_kind(t: Tables) -> list[str]:
+    """Failed jobs counted by type and failure kind from an index alone (the admin's
+    overview, ``get_stats``). Partial: only a job entering or leaving ``failed`` writes it."""
+    return [
+        f"CREATE INDEX IF NOT EXISTS {t.index('failed_kind')} "
+        f"ON {t.qualified()}(type, failure_kind) WHERE status = 'failed'"
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -274,6 +283,7 @@ MIGRATIONS: list[Migration] = [
     (4, _add_flow_control),
     (5, _add_workers),
     (6, _add_trace_context),
+    (7, _add_failed_kind),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

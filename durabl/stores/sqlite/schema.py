@@ -205,6 +205,15 @@ def _add_trace_context(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN trace_context TEXT")
 
 
+def _add_failed_kind(conn: sqlite3.Connection) -> None:
+    """Failed jobs counted by type and failure kind from an index alone (the admin's
+    overview, ``get_stats``). Partial: only a job entering or leaving ``failed`` writes it."""
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_failed_kind ON {JOBS_TABLE}(type, failure_kind) "
+        "WHERE status = 'failed'"
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -216,6 +225,7 @@ MIGRATIONS: list[Migration] = [
     (6, _add_flow_control),
     (7, _add_workers),
     (8, _add_trace_context),
+    (9, _add_failed_kind),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
