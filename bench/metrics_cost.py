@@ -1,9 +1,15 @@
-"""What ``durabl.metrics.install(queue)`` costs: no-op jobs on SQLite with and without it.
+"""What ``durabl.metrics`` and ``durabl.tracing`` cost: no-op jobs on SQLite without and
+with them.
 
-Each round runs N no-op jobs through 4 worker threads on a fresh SQLite file, once plain
-and once with the metrics installed (alternating, so drift hits both), and prints the
-median jobs/s of each and the difference. Run: ``.venv/bin/python bench/metrics_cost.py
-[--jobs N] [--rounds R]``.
+Each round runs N no-op jobs through W worker threads on a fresh SQLite file once per
+setup, in turn (so drift hits every setup alike): plain; with ``metrics.install(queue)``;
+with metrics and ``tracing.instrument(queue)`` into an OpenTelemetry SDK provider that
+records every span; and the same with a parent-based 10 % ratio sampler. Spans go through
+a batch processor to an exporter that drops them, so what is measured is what a worker
+pays, not an exporter's network. The jobs are enqueued through the instrumented queue
+(each carries its trace context), outside the timed part. Prints the median jobs/s of
+each setup and its difference from plain. Run: ``.venv/bin/python bench/metrics_cost.py
+[--jobs N] [--rounds R] [--workers W]``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +30,37 @@ if str(ROOT) not in sys.path:
 
 from durabl import JobQueue, SqliteJobQueue  # noqa: E402
 
+SETUPS = ("plain", "metrics", "metrics+tracing", "metrics+tracing 10%")
 
-def one_run(jobs: int, with_metrics: bool) -> float:
+
+def instrument(queue: JobQueue, setup: str) -> None:
+    if setup == "plain":
+        return
+    from durabl import metrics
+
+    metrics.install(queue, registry=metrics.new_registry())
+    if not setup.startswith("metrics+tracing"):
+        return
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    from durabl import tracing
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    ratio = 0.1 if setup.endswith("10%") else 1.0
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    tracing.instrument(queue, tracer_provider=provider)
+
+
+def one_run(jobs: int, workers: int, setup: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         queue = JobQueue(SqliteJobQueue(str(Path(tmp) / "jobs.db")))
-        if with_metrics:
-            from prometheus_client import CollectorRegistry
-
-            from durabl import metrics
-
-            metrics.install(queue, registry=CollectorRegistry())
+        instrument(queue, setup)
         for _ in range(jobs):
             queue.enqueue("noop", {})
         done = threading.Event()
@@ -46,7 +74,7 @@ def one_run(jobs: int, with_metrics: bool) -> float:
                     done.set()
 
         started = time.monotonic()
-        queue.process("noop", noop, concurrency=4, poll_interval=0.05)
+        queue.process("noop", noop, concurrency=workers, poll_interval=0.05)
         done.wait(120)
         elapsed = time.monotonic() - started
         queue.shutdown(5)
@@ -57,17 +85,22 @@ def one_run(jobs: int, with_metrics: bool) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
-    plain: list[float] = []
-    measured: list[float] = []
+    runs: dict[str, list[float]] = {setup: [] for setup in SETUPS}
     for _ in range(args.rounds):
-        plain.append(one_run(args.jobs, False))
-        measured.append(one_run(args.jobs, True))
-    a, b = statistics.median(plain), statistics.median(measured)
-    print(f"no-op jobs on SQLite, 4 threads, {args.jobs} jobs, median of {args.rounds} rounds")
-    print(f"  without metrics: {a:8.0f} jobs/s")
-    print(f"  with metrics:    {b:8.0f} jobs/s  ({(b - a) / a:+.1%})")
+        for setup in SETUPS:
+            runs[setup].append(one_run(args.jobs, args.workers, setup))
+    print(
+        f"no-op jobs on SQLite, {args.workers} threads, {args.jobs} jobs, "
+        f"median of {args.rounds} rounds"
+    )
+    plain = statistics.median(runs["plain"])
+    for setup in SETUPS:
+        median = statistics.median(runs[setup])
+        change = "" if setup == "plain" else f"  ({(median - plain) / plain:+.1%})"
+        print(f"  {setup:<22} {median:8.0f} jobs/s{change}")
     return 0
 
 
