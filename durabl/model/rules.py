@@ -216,3 +216,19 @@ def resolve_miss(status: str | None, receipt: ResultStatus | None) -> JobResult:
     if status in TERMINAL_STATUSES:
         return JobResult("already-terminal", status)
     return JobResult("lease-lost")
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix``, in code point
+    order (which is also the byte order of UTF-8): the prefix with its last character
+    stepped up one. A search for keys that start with ``prefix`` is then the index range
+    ``prefix <= key < bound``. None when no string is above them all (``prefix`` is empty
+    or all U+10FFFF)."""
+    chars = list(prefix)
+    while chars:
+        step = ord(chars.pop()) + 1
+        if step <= 0x10FFFF:
+            if 0xD800 <= step <= 0xDFFF:  # not a character: the next one is
+                step = 0xE000
+            return "".join(chars) + chr(step)
+    return None

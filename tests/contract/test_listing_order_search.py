@@ -130,3 +130,19 @@ def test_time_range_filters_check_their_values(backend: Backend) -> None:
         backend.list_jobs(created_after="yesterday")
     with pytest.raises(ValueError, match="timezone-aware"):
         backend.count_jobs(updated_before=datetime(2024, 1, 1))
+
+
+def test_search_bounds_hold_at_the_edges_of_the_key_space(backend: Backend) -> None:
+    """A prefix ends where the next character would start: keys just above it do not
+    match, keys that extend it with the highest characters do."""
+    keys = ["ab", "ab\U0010ffff", "ab\U0010ffffz", "ac", "ab\ud7ffx", "ab\ue000"]
+    ids = {key: enqueue_id(backend, dedupe_key=key) for key in keys}
+
+    def found(search: str) -> set[str]:
+        return {j.dedupe_key or "" for j in backend.list_jobs(search=search)}
+
+    assert found("ab") == {k for k in ids if k.startswith("ab")}
+    assert found("ab\U0010ffff") == {k for k in ids if k.startswith("ab\U0010ffff")}
+    assert found("ab\ud7ff") == {k for k in ids if k.startswith("ab\ud7ff")}
+    assert backend.count_jobs(search="ac") == 1
+    assert found("b") == set()

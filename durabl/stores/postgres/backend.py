@@ -633,7 +633,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
     def find_jobs(
         self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
     ) -> list[Job[Any]]:
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         if order is not None:
             by = order_by(order.field, order.descending)
         else:
@@ -648,7 +648,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         return [codec.to_job(row) for row in self._read("list_jobs", read)]
 
     def count_matching(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         statement = self._q.listing(self._q.count_jobs, where)
         row = self._read("count_jobs", lambda cur: reads.one(cur, statement, params))
         return 0 if row is None else int(row["n"])
@@ -663,7 +663,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
 
     def retry_selected(self, filters: JobFilter) -> int:
         """Each selected job as :meth:`retry` would, oldest first, in one transaction."""
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         now, q, locks = self._now_param(), self._q, self._locks
         select = q.listing(q.matching_ids, where)
 
@@ -675,7 +675,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         return self._run("retry_matching", write, repeatable=False)
 
     def delete_selected(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         statement = self._q.listing(self._q.delete_matching, where)
         row = self._run(
             "delete_matching", lambda cur: reads.one(cur, statement, params), repeatable=False
@@ -684,7 +684,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
 
     def cancel_selected(self, filters: JobFilter, reason: str) -> int:
         """Two statements (pending, then active) in one transaction."""
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         values, q = {**params, "reason": reason, "now": self._now_param()}, self._q
         return self._run(
             "cancel_matching",
@@ -703,7 +703,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         return self._run("run_now", write)
 
     def run_now_selected(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters)
+        where, params = reads.filters(filters, self._q)
         values, q = {**params, "now": self._now_param()}, self._q
         return self._run(
             "run_now_matching", lambda cur: writes.run_now(cur, q, where, values), repeatable=False

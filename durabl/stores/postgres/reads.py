@@ -19,7 +19,7 @@ from durabl.model.activity import (
 from durabl.model.clock import as_utc
 from durabl.model.job import STATUSES, JobFilter, QueueStats
 from durabl.model.rows import decode_attempts
-from durabl.model.rules import stats_from_counts
+from durabl.model.rules import prefix_upper_bound, stats_from_counts
 from durabl.stores.postgres.sql import FILTERS, Queries
 
 
@@ -48,7 +48,7 @@ def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStat
     )
 
 
-def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
+def filters(selection: JobFilter, q: Queries) -> tuple[str, dict[str, Any]]:
     """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is a prefix
     of the job id or of the dedupe key, or text in the failure reason, byte for byte."""
     params: dict[str, Any] = selection.equal_fields()
@@ -64,8 +64,10 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
             return "false", {}
         if b"\x00" in prefix:  # nor holds a NUL
             return "false", {}
-        clauses.append(FILTERS["search"])
+        bound = prefix_upper_bound(search)
+        clauses.append(q.search_unbounded if bound is None else q.search)
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
+        params["search_hi"] = bound
     return (" AND ".join(clauses) or "true"), params
 
 

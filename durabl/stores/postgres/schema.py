@@ -276,6 +276,19 @@ def _add_failed_kind(t: Tables) -> list[str]:
     ]
 
 
+def _add_search_indexes(t: Tables) -> list[str]:
+    """What a search probes instead of reading every job of a list: the ids in byte order
+    (``text_pattern_ops``, whatever the database's collation; an id never changes, so only
+    an enqueue writes it) and the jobs that have a failure reason. The dedupe keys have
+    had theirs since version 1."""
+    jobs = t.qualified()
+    return [
+        f"CREATE INDEX IF NOT EXISTS {t.index('id_pattern')} ON {jobs}(id text_pattern_ops)",
+        f"CREATE INDEX IF NOT EXISTS {t.index('has_reason')} ON {jobs}(seq) "
+        "WHERE fail_reason IS NOT NULL",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -284,6 +297,7 @@ MIGRATIONS: list[Migration] = [
     (5, _add_workers),
     (6, _add_trace_context),
     (7, _add_failed_kind),
+    (8, _add_search_indexes),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -118,13 +118,30 @@ FILTERS = {
     "status": "j.status = %(status)s",
     "type": "j.type = %(type)s",
     "failure_kind": "j.failure_kind = %(failure_kind)s",
-    # An id or a dedupe key whose UTF-8 bytes start with the search's, or a failure reason
-    # that holds them: no LIKE wildcards, no case folding, whatever the collation.
-    "search": "(substring(convert_to(j.id, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
-    " OR substring(convert_to(j.dedupe_key, 'UTF8') "
-    "FROM 1 FOR %(search_len)s) = %(search_bytes)s"
-    " OR position(%(search_bytes)s IN convert_to(j.fail_reason, 'UTF8')) > 0)",
 }
+# An id or a dedupe key whose UTF-8 bytes start with the search's, or a failure reason
+# that holds them: no LIKE wildcards, no case folding, whatever the collation. Each part
+# probes an index (text_pattern_ops on id and dedupe_key: byte order, whatever the
+# database's collation; the partial index of the jobs with a reason), the keys bounded to
+# [search, the least string above all that start with it): a search of a million jobs reads
+# what it matches, not every job of the list.
+_STARTS = "substring(convert_to(s.{c}, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
+_FROM = "s.{c} ~>=~ %(search)s{upper}"
+SEARCH = (
+    # ANY(ARRAY(...)): the matches are found first, then looked up by seq, however the
+    # list is ordered (an IN (subquery) lets the planner walk the whole list instead).
+    "j.seq = ANY(ARRAY(SELECT s.seq FROM {jobs} AS s WHERE "
+    + _FROM.format(c="id", upper="{upper_id}")
+    + " AND "
+    + _STARTS.format(c="id")
+    + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
+    + _FROM.format(c="dedupe_key", upper="{upper_key}")
+    + " AND "
+    + _STARTS.format(c="dedupe_key")
+    + " UNION ALL SELECT s.seq FROM {jobs} AS s "
+    "WHERE s.fail_reason IS NOT NULL "
+    "AND position(%(search_bytes)s IN convert_to(s.fail_reason, 'UTF8')) > 0))"
+)
 
 
 def order_by(field: str, descending: bool) -> str:
@@ -499,6 +516,8 @@ class Queries:
     """The statements for one set of tables, rendered once; each is an attribute named as
     in :data:`STATEMENTS`."""
 
+    search: str
+    search_unbounded: str
     claim_due: str
     claim_by_key: str
     claim_by_id: str
@@ -569,6 +588,11 @@ class Queries:
         values["now"] = NOW
         for name, template in STATEMENTS.items():
             setattr(self, name, _render(template, values))
+        bounded = {"upper_id": " AND s.id ~<~ %(search_hi)s"}
+        bounded["upper_key"] = " AND s.dedupe_key ~<~ %(search_hi)s"
+        #: The search clause (see SEARCH), and the same for a search no string is above.
+        self.search = _render(SEARCH, {**values, **bounded})
+        self.search_unbounded = _render(SEARCH, {**values, "upper_id": "", "upper_key": ""})
 
     def listing(self, statement: str, where: str, order: str = ORDER_NEWEST) -> str:
         """``list_jobs`` or ``count_jobs`` with its WHERE clause (built from FILTERS)."""

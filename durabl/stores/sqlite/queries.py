@@ -14,7 +14,7 @@ from typing import Any
 from durabl.model import activity
 from durabl.model.job import STATUSES, Job, JobFilter, LogEntry, QueueStats
 from durabl.model.rows import decode_attempts
-from durabl.model.rules import JobOrder, stats_from_counts
+from durabl.model.rules import JobOrder, prefix_upper_bound, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -101,15 +101,32 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     search = selection.search
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
-        # The UTF-8 bytes of the key start with those of the prefix exactly when the key
-        # starts with the prefix: no LIKE wildcards, no case folding, NUL-safe.
-        clauses.append(
-            "(substr(CAST(id AS BLOB), 1, :search_len) = :search_bytes"
-            " OR substr(CAST(dedupe_key AS BLOB), 1, :search_len) = :search_bytes"
-            " OR instr(CAST(fail_reason AS BLOB), :search_bytes) > 0)"
+        clauses.append(_SEARCH)
+        bound = prefix_upper_bound(search)
+        params.update(
+            search_len=len(prefix),
+            search_bytes=prefix,
+            # No bound: byte 0xFF, which no UTF-8 text holds, sorts above every key.
+            search_hi=b"\xff" if bound is None else bound.encode("utf-8", "surrogatepass"),
         )
-        params.update(search=search, search_len=len(prefix), search_bytes=prefix)
     return (" AND ".join(clauses) or "1"), params
+
+
+# A key starts with the search exactly when its UTF-8 bytes start with the search's: no
+# LIKE wildcards, no case folding, NUL-safe. Each part is a probe of an index (the id's,
+# the dedupe key's, the jobs that have a failure reason) bounded to the keys between the
+# search and the least string above all that start with it, so a search of a million jobs
+# reads only what it matches, not every job of the list.
+_STARTS = "substr(CAST({c} AS BLOB), 1, :search_len) = :search_bytes"
+_IN_RANGE = "{c} >= CAST(:search_bytes AS TEXT) AND {c} < CAST(:search_hi AS TEXT)"
+_SEARCH = (
+    f"seq IN (SELECT seq FROM {JOBS} WHERE {_IN_RANGE.format(c='id')} AND "
+    f"{_STARTS.format(c='id')} UNION ALL SELECT seq FROM {JOBS} INDEXED BY durabl_dedupe_key "
+    f"WHERE dedupe_key IS NOT NULL AND {_IN_RANGE.format(c='dedupe_key')} AND "
+    f"{_STARTS.format(c='dedupe_key')} UNION ALL SELECT seq FROM {JOBS} INDEXED BY "
+    "durabl_has_reason WHERE fail_reason IS NOT NULL AND "
+    "instr(CAST(fail_reason AS BLOB), :search_bytes) > 0)"
+)
 
 
 def list_jobs(

@@ -214,6 +214,21 @@ def _add_failed_kind(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_search_indexes(conn: sqlite3.Connection) -> None:
+    """What a search probes instead of reading every job of a list: the dedupe keys (a
+    key never changes, so only an enqueue writes it) and the jobs that have a failure
+    reason (only a failure, or a retry that clears it, writes it). The id's unique index
+    serves the id prefix."""
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_dedupe_key ON {JOBS_TABLE}(dedupe_key) "
+        "WHERE dedupe_key IS NOT NULL"
+    )
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_has_reason ON {JOBS_TABLE}(seq) "
+        "WHERE fail_reason IS NOT NULL"
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -226,6 +241,7 @@ MIGRATIONS: list[Migration] = [
     (7, _add_workers),
     (8, _add_trace_context),
     (9, _add_failed_kind),
+    (10, _add_search_indexes),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
