@@ -46,10 +46,14 @@ class Instrumentation:
     """The tracing hooks added by one :func:`instrument` call; :meth:`uninstrument`
     removes them."""
 
-    def __init__(self, tracer: Tracer, queue: JobQueue | None) -> None:
+    def __init__(
+        self, tracer: Tracer, queue: JobQueue | None, provider: TracerProvider | None = None
+    ) -> None:
         from opentelemetry import context, propagate, trace
 
         self.queue = queue
+        #: The tracer provider given to :func:`instrument` (None: the global one).
+        self.provider = provider
         self._tracer = tracer
         self._propagate = propagate
         self._context = context
@@ -116,13 +120,13 @@ class Instrumentation:
 
     def uninstrument(self) -> None:
         """Remove these hooks: later enqueues and runs make no spans (idempotent)."""
-        removers, self._removers = self._removers, []
-        for remove in removers:
-            remove()
-        with _lock:
-            global _process_wide
+        global _process_wide
+        with _lock:  # first, so a concurrent instrument() never gets this one back
             if _process_wide is self:
                 _process_wide = None
+            removers, self._removers = self._removers, []
+        for remove in removers:
+            remove()
 
 
 def fitted(carrier: Mapping[str, str]) -> dict[str, str] | None:
@@ -151,8 +155,9 @@ def instrument(
     queue: JobQueue | None = None, *, tracer_provider: TracerProvider | None = None
 ) -> Instrumentation:
     """Trace every enqueue and run: of every queue in this process (``queue`` None; a
-    second call returns the instrumentation already in place), or of ``queue`` alone.
-    ``tracer_provider``: where spans go (None: OpenTelemetry's global provider)."""
+    second call returns the instrumentation already in place, and ``ValueError`` if it
+    names another provider), or of ``queue`` alone. ``tracer_provider``: where spans go
+    (None: OpenTelemetry's global provider)."""
     try:
         from opentelemetry import trace
     except ImportError:
@@ -163,11 +168,16 @@ def instrument(
 
     tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
     if queue is not None:
-        return Instrumentation(tracer, queue)
+        return Instrumentation(tracer, queue, tracer_provider)
     global _process_wide
     with _lock:
         if _process_wide is None:
-            _process_wide = Instrumentation(tracer, None)
+            _process_wide = Instrumentation(tracer, None, tracer_provider)
+        elif _process_wide.provider is not tracer_provider:
+            raise ValueError(
+                "durabl.tracing is already instrumented process-wide with another tracer "
+                "provider; call durabl.tracing.uninstrument() first"
+            )
         return _process_wide
 
 

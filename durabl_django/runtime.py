@@ -157,6 +157,8 @@ def apply_tracing() -> None:
     if wanted and _tracing is None and tracing_available():
         from durabl import tracing
 
+        if tracing.is_instrumented():
+            return  # the application's own instrument(): not ours to undo later
         _tracing = tracing.instrument()
     elif not wanted and _tracing is not None:
         _tracing.uninstrument()

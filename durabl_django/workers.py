@@ -90,6 +90,7 @@ def declared_jobs() -> dict[str, JobSpec]:
                 declaration.concurrency,
                 declaration.poll_interval,
                 declaration.heartbeat_interval,
+                declaration.options,
             )
     for spec in task_specs():
         known = specs.get(spec.type)

@@ -105,7 +105,7 @@ class Enqueuing:
         def store(job: NewJob) -> str | None:
             result = backend.enqueue(job)
             if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-                self.processors.job_due(type)
+                self.processors.job_due(job.type)
             return result.job_id
 
         return self.hooks.call(job, store) if self.hooks else store(job)
@@ -125,12 +125,17 @@ class Enqueuing:
         job = self.types.new_job(type, data, **options)
         self.ready()
         if not self.hooks:
-            return self.inline.claim_new(job)
+            return self.inline.claim_new(job)[0]
         claimed: list[JobHandle[Any] | None] = [None]
 
         def store(job: NewJob) -> str | None:
-            claimed[0] = handle = self.inline.claim_new(job)
-            return None if handle is None else handle.id
+            claimed[0], stored_id = self.inline.claim_new(job)
+            return stored_id
 
-        self.hooks.call(job, store)
+        try:
+            self.hooks.call(job, store)
+        except BaseException:
+            if claimed[0] is not None:  # a hook raised after the claim: it will not run
+                self.inline.hand_back(claimed[0])
+            raise
         return claimed[0]

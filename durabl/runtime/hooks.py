@@ -8,10 +8,13 @@ counts, so a hook cannot turn a failed attempt into a success. A hook that raise
 proceeding, or returns without proceeding, fails the attempt like a handler error.
 
 An enqueue hook (``queue.add_enqueue_hook(hook)``) is ``hook(new_job, proceed) -> id``:
-it sees the checked job before it is stored, calls ``proceed(new_job)`` exactly once with
-that job or a changed copy (``dataclasses.replace``; tracing adds its ``trace_context``)
-and returns what that returned: the stored job's id, or None when a dedupe key already
-covered it. One that raises stores nothing and the enqueue raises.
+it sees the checked job before it is stored and calls ``proceed(new_job)`` exactly once,
+with that job or a copy whose ``trace_context`` it set (``dataclasses.replace``; any other
+change is a ``ValueError``: the rest was checked already). ``proceed`` returns the stored
+job's id, or None when a dedupe key already covered it, and the enqueue returns that,
+whatever the hook returns. A hook that raises before proceeding stores nothing; one that
+raises after it leaves the job stored (``claim_or_enqueue`` hands its claim back) and the
+enqueue raises.
 
 Hooks nest in the order they were added: the first added is the outermost. The
 process-wide hooks (:func:`durabl.add_run_hook`, :func:`durabl.add_enqueue_hook`) wrap
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
 from durabl.model.job import Job, JobEvent
@@ -49,14 +53,15 @@ def emit_event(
 
 
 class HookNotProceededError(RuntimeError):
-    """A run hook returned without calling ``proceed()``: the handler never ran."""
+    """A hook returned without calling ``proceed()``: the handler never ran (a run hook),
+    or nothing was stored (an enqueue hook)."""
 
 
 class _Hooks(Generic[H]):
     """Ordered hooks, inside those of ``outer`` (the process-wide ones). Adding and
     removing is thread-safe; a call uses the hooks in place when it starts."""
 
-    kind = "hook"
+    kind = "a hook"
 
     def __init__(self, outer: _Hooks[H] | None = None) -> None:
         self._outer = outer
@@ -66,7 +71,7 @@ class _Hooks(Generic[H]):
     def add(self, hook: H) -> Callable[[], None]:
         """Wrap every later call in ``hook``; returns a function that removes it."""
         if not callable(hook):
-            raise TypeError(f"a {self.kind} must be callable, got {hook!r}")
+            raise TypeError(f"{self.kind} must be callable, got {hook!r}")
         entry: Any = _Entry(hook)  # distinct per add(), so the same hook may be added twice
 
         with self._lock:
@@ -90,7 +95,7 @@ class _Hooks(Generic[H]):
 class RunHooks(_Hooks[RunHook]):
     """The ordered run hooks of one queue (or of the process)."""
 
-    kind = "run hook"
+    kind = "a run hook"
 
     def call(self, job: Job[Any], run: Proceed) -> object:
         """``run()`` inside every hook. Raises what escapes, or the handler's own error
@@ -119,7 +124,7 @@ class RunHooks(_Hooks[RunHook]):
 class EnqueueHooks(_Hooks[EnqueueHook]):
     """The ordered enqueue hooks of one queue (or of the process)."""
 
-    kind = "enqueue hook"
+    kind = "an enqueue hook"
 
     def call(self, job: NewJob, store: EnqueueProceed) -> str | None:
         """``store(job)`` inside every hook, each passing on the job it was given or a
@@ -133,26 +138,38 @@ class EnqueueHooks(_Hooks[EnqueueHook]):
         return call(job)
 
 
+#: What an enqueue hook may not change: every field but the trace context.
+_KEPT_FIELDS = tuple(f.name for f in fields(NewJob) if f.name != "trace_context")
+
+
 def _enqueue_layer(hook: EnqueueHook, inner: EnqueueProceed) -> EnqueueProceed:
     def layer(job: NewJob) -> str | None:
-        calls: list[bool] = []
+        stored: list[str | None] = []
 
         def proceed_once(changed: NewJob) -> str | None:
-            if calls:
+            if stored:
                 raise RuntimeError(f"enqueue hook {hook!r} called proceed() more than once")
             if not isinstance(changed, NewJob):
                 raise TypeError(
                     f"enqueue hook {hook!r} must pass a NewJob to proceed(), got {changed!r}"
                 )
-            calls.append(True)
-            return inner(changed)
+            if changed is not job and any(
+                getattr(changed, name) is not getattr(job, name) for name in _KEPT_FIELDS
+            ):  # dataclasses.replace() keeps the very objects of the fields it leaves
+                raise ValueError(
+                    f"enqueue hook {hook!r} changed the job: a hook may set only its "
+                    "trace_context (the rest was checked before the hooks ran)"
+                )
+            result = inner(changed)
+            stored.append(result)
+            return result
 
-        result = hook(job, proceed_once)
-        if not calls:
+        hook(job, proceed_once)
+        if not stored:
             raise HookNotProceededError(
                 f"enqueue hook {hook!r} returned without calling proceed(): nothing was stored"
             )
-        return result
+        return stored[0]  # what the store did, whatever the hook returned
 
     return layer
 
@@ -161,7 +178,7 @@ class EventSinks(_Hooks[Callable[[JobEvent], object]]):
     """The event sinks added to one queue (``queue.add_event_sink``), beside its
     ``on_job_event``."""
 
-    kind = "event sink"
+    kind = "an event sink"
 
     def emit(self, event: JobEvent, logger: logging.Logger) -> None:
         for sink in self.own:

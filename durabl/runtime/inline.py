@@ -24,20 +24,25 @@ class InlineRuns:
     closing: Callable[[], bool]
     job_due: Callable[[str], None]
 
-    def claim_new(self, job: NewJob) -> JobHandle[Any] | None:
+    def claim_new(self, job: NewJob) -> tuple[JobHandle[Any] | None, str | None]:
         """Store ``job`` already claimed when its dedupe key allows a run now, as
         :meth:`durabl.JobQueue.claim_or_enqueue` describes; otherwise it is enqueued (or
-        coalesced) and None returned. A claim made as the queue began closing is handed
-        back and refused."""
+        coalesced). The handle (None when not claimed) and the id of the job stored (the
+        claimed one, a pending follower, or None when nothing new was). A claim made as
+        the queue began closing is handed back and refused."""
         result = self.runtime.backend.claim_or_enqueue(job, self.lease_owner)
         handle = result.handle
         if handle is None:
             if result.enqueued_id is not None:
                 self.job_due(job.type)
-            return None
+            return None, result.enqueued_id
         self._refuse_when_closing(handle, "claim_or_enqueue()")
         self._claimed(handle)
-        return handle
+        return handle, handle.id
+
+    def hand_back(self, handle: JobHandle[Any]) -> None:
+        """Give back a claim that will not run (its attempt refunded)."""
+        release_unrun(handle)
 
     def run_claimed(self, handle: JobHandle[Any], handler: Handler, max_drains: int) -> None:
         """Run ``handle`` under management, then claim and run pending jobs of the same

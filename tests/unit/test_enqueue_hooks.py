@@ -27,13 +27,14 @@ def queue() -> Iterator[JobQueue]:
     q.shutdown()
 
 
-def test_hooks_nest_in_the_order_added_and_may_change_the_job(queue: JobQueue) -> None:
+def test_hooks_nest_in_the_order_added_and_may_set_the_trace_context(queue: JobQueue) -> None:
     order: list[str] = []
 
     def hook(name: str) -> Any:
         def wrap(job: NewJob, proceed: Any) -> str | None:
-            order.append(f"{name} sees {job.priority}")
-            job_id: str | None = proceed(dataclasses.replace(job, priority=job.priority + 1))
+            order.append(f"{name} sees {job.trace_context}")
+            context = {**(job.trace_context or {}), name: "1"}
+            job_id: str | None = proceed(dataclasses.replace(job, trace_context=context))
             order.append(f"{name} got an id" if job_id else f"{name} got None")
             return job_id
 
@@ -43,9 +44,55 @@ def test_hooks_nest_in_the_order_added_and_may_change_the_job(queue: JobQueue) -
     queue.add_enqueue_hook(hook("inner"))
     job_id = queue.enqueue("t", {}, priority=0)
     assert job_id is not None
-    assert order == ["outer sees 0", "inner sees 1", "inner got an id", "outer got an id"]
+    assert order == [
+        "outer sees None",
+        "inner sees {'outer': '1'}",
+        "inner got an id",
+        "outer got an id",
+    ]
     job = queue.get_job(job_id)
-    assert job is not None and job.priority == 2
+    assert job is not None and job.trace_context == {"outer": "1", "inner": "1"}
+
+
+def test_a_hook_may_not_change_anything_but_the_trace_context(queue: JobQueue) -> None:
+    queue.add_enqueue_hook(lambda job, proceed: proceed(dataclasses.replace(job, priority=9)))
+    with pytest.raises(ValueError, match="may set only its trace_context"):
+        queue.enqueue("t", {})
+    assert queue.count_jobs() == 0
+
+
+def test_the_enqueue_returns_what_was_stored_whatever_the_hook_returns(queue: JobQueue) -> None:
+    queue.add_enqueue_hook(lambda job, proceed: (proceed(job), "made-up")[1])
+    job_id = queue.enqueue("t", {})
+    assert job_id is not None and job_id != "made-up" and queue.get_job(job_id) is not None
+
+
+def test_claim_or_enqueue_tells_the_hooks_of_a_follower_it_stored(queue: JobQueue) -> None:
+    seen: list[str | None] = []
+
+    def hook(job: NewJob, proceed: Any) -> str | None:
+        job_id: str | None = proceed(job)
+        seen.append(job_id)
+        return job_id
+
+    queue.add_enqueue_hook(hook)
+    first = queue.claim_or_enqueue("t", {}, dedupe_key="k", dedupe_scope="pending")
+    assert first is not None
+    assert queue.claim_or_enqueue("t", {}, dedupe_key="k", dedupe_scope="pending") is None
+    followers = queue.list_jobs(status="pending")
+    assert [j.id for j in followers] == [seen[1]] and seen[0] == first.id
+
+
+def test_a_hook_raising_after_an_inline_claim_hands_the_claim_back(queue: JobQueue) -> None:
+    def late(job: NewJob, proceed: Any) -> str | None:
+        proceed(job)
+        raise RuntimeError("after the store")
+
+    queue.add_enqueue_hook(late)
+    with pytest.raises(RuntimeError, match="after the store"):
+        queue.claim_or_enqueue("t", {})
+    (job,) = queue.list_jobs()
+    assert (job.status, job.attempts) == ("pending", 0)
 
 
 def test_a_hook_that_does_not_proceed_stores_nothing_and_raises(queue: JobQueue) -> None:
@@ -66,7 +113,7 @@ def test_a_hook_that_raises_stores_nothing(queue: JobQueue) -> None:
 
 
 def test_proceeding_twice_or_with_something_else_is_refused(queue: JobQueue) -> None:
-    remove = queue.add_enqueue_hook(lambda job, proceed: (proceed(job), proceed(job))[0])
+    remove = queue.add_enqueue_hook(lambda job, proceed: [proceed(job), proceed(job)])
     with pytest.raises(RuntimeError, match="more than once"):
         queue.enqueue("t", {})
     assert queue.count_jobs() == 1  # the first proceed stored it
@@ -162,3 +209,16 @@ def test_importing_durabl_and_its_tracing_module_loads_no_opentelemetry() -> Non
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == []
+
+
+def test_instrumenting_the_process_twice_with_another_provider_is_refused() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    first = tracing.instrument(tracer_provider=TracerProvider())
+    try:
+        with pytest.raises(ValueError, match="another tracer provider"):
+            tracing.instrument(tracer_provider=TracerProvider())
+        assert tracing.instrument(tracer_provider=first.provider) is first
+    finally:
+        first.uninstrument()
+    assert not tracing.is_instrumented()
