@@ -104,6 +104,15 @@ class DeclaredOptions:
     concurrency_limit: int | None = None
     rate_limit: tuple[int, Seconds] | None = None
 
+    @classmethod
+    def of(cls, what: str, options: Mapping[str, Any]) -> DeclaredOptions:
+        """``options`` as given to ``what`` (``"process()"``...): ``TypeError`` naming
+        ``what`` for a keyword it does not take."""
+        unknown = sorted(set(options) - {option.name for option in fields(cls)})
+        if unknown:
+            raise TypeError(f"{what} got an unexpected keyword argument {unknown[0]!r}")
+        return cls(**options)
+
     def given_type_options(self) -> dict[str, Any]:
         """The per-type options given (not None), by name."""
         return {

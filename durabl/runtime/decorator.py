@@ -58,7 +58,7 @@ def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
     ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
     flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
     type's workers start. Every option is checked here; nothing connects or starts."""
-    given = DeclaredOptions(**options)
+    given = DeclaredOptions.of("@durabl.job()", options)
     check_process_options(given.concurrency, given.poll_interval, given.heartbeat_interval)
     type_options = build_type_options(type, given)
 

@@ -231,7 +231,7 @@ class JobQueue:
         defaults, ...) may be given here instead; given, they replace the declared ones
         for this queue.
         """
-        given = DeclaredOptions(**options)
+        given = DeclaredOptions.of("process()", options)
         processor = self._register(type, handler, given, bool(given.given_type_options()))
         declared = self.type_options(type)
         if declared is not None and declared.rate_limit is not None:
@@ -254,11 +254,14 @@ class JobQueue:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
         the worker threads. ``type_options``: the per-type options of :meth:`process`."""
-        given = DeclaredOptions(
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            heartbeat_interval=heartbeat_interval,
-            **type_options,
+        given = DeclaredOptions.of(
+            "register()",
+            {
+                "concurrency": concurrency,
+                "poll_interval": poll_interval,
+                "heartbeat_interval": heartbeat_interval,
+                **type_options,
+            },
         )
         return self._register(type, handler, given, bool(type_options))
 

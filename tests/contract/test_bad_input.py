@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -222,4 +223,18 @@ def test_claim_or_enqueue_passes_every_enqueue_option_on(queue: JobQueue) -> Non
 def test_claim_or_enqueue_refuses_to_schedule(queue: JobQueue, options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="enqueue"):
         queue.claim_or_enqueue("t", {}, **options)
+    assert_nothing_written(queue)
+
+
+@pytest.mark.parametrize("where", ["process()", "register()", "@durabl.job()"])
+def test_a_declaration_names_itself_for_an_unknown_keyword(queue: JobQueue, where: str) -> None:
+    import durabl
+
+    calls = {
+        "process()": lambda: queue.process("t", lambda job, ctx: None, bogus=1),
+        "register()": lambda: queue.register("t", lambda job, ctx: None, bogus=1),
+        "@durabl.job()": lambda: durabl.job("t", bogus=1),
+    }
+    with pytest.raises(TypeError, match=rf"^{re.escape(where)} got an unexpected keyword"):
+        calls[where]()
     assert_nothing_written(queue)
