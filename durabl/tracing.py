@@ -24,8 +24,10 @@ without ``instrument()`` no hook runs and no job stores a context.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from durabl.model.job import Job
@@ -49,18 +51,11 @@ class Instrumentation:
     def __init__(
         self, tracer: Tracer, queue: JobQueue | None, provider: TracerProvider | None = None
     ) -> None:
-        from opentelemetry import context, propagate, trace
-
         self.queue = queue
         #: The tracer provider given to :func:`instrument` (None: the global one).
         self.provider = provider
         self._tracer = tracer
-        self._propagate = propagate
-        self._context = context
-        self._in_context = trace.set_span_in_context
-        self._error = trace.Status(trace.StatusCode.ERROR)
-        self._producer = trace.SpanKind.PRODUCER
-        self._consumer = trace.SpanKind.CONSUMER
+        self._api = _api()
         if queue is None:
             removers = [add_enqueue_hook(self.enqueue_hook), add_run_hook(self.run_hook)]
         else:
@@ -79,10 +74,10 @@ class Instrumentation:
             "messaging.operation.name": "publish",
         }
         with self._tracer.start_as_current_span(
-            f"{job.type} publish", kind=self._producer, attributes=attributes
+            f"{job.type} publish", kind=self._api.producer, attributes=attributes
         ) as span:
             carrier: dict[str, str] = {}
-            self._propagate.inject(carrier)
+            self._api.propagate.inject(carrier)
             job_id = proceed(dataclasses.replace(job, trace_context=fitted(carrier)))
             if job_id is not None:
                 span.set_attribute("messaging.message.id", job_id)
@@ -95,7 +90,7 @@ class Instrumentation:
         (the run's own thread has none of its own). Written out rather than with
         ``start_as_current_span``: a run is the hot path of a worker."""
         stored = job.trace_context
-        parent = None if stored is None else self._propagate.extract(stored)
+        parent = None if stored is None else self._api.propagate.extract(stored)
         attributes: dict[str, str | int] = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": job.type,
@@ -105,17 +100,17 @@ class Instrumentation:
             "durabl.attempt": job.attempts,
         }
         span = self._tracer.start_span(
-            f"{job.type} process", context=parent, kind=self._consumer, attributes=attributes
+            f"{job.type} process", context=parent, kind=self._api.consumer, attributes=attributes
         )
-        token = self._context.attach(self._in_context(span))
+        token = self._api.context.attach(self._api.in_context(span))
         try:
             return proceed()
         except BaseException as exc:
             span.record_exception(exc)
-            span.set_status(self._error)
+            span.set_status(self._api.error)
             raise
         finally:
-            self._context.detach(token)
+            self._api.context.detach(token)
             span.end()
 
     def uninstrument(self) -> None:
@@ -127,6 +122,29 @@ class Instrumentation:
             removers, self._removers = self._removers, []
         for remove in removers:
             remove()
+
+
+@dataclass(frozen=True)
+class _Api:
+    """The parts of opentelemetry-api the hooks use, looked up once."""
+
+    propagate: Any
+    context: Any
+    in_context: Any
+    error: Any
+    producer: Any
+    consumer: Any
+
+
+@functools.cache
+def _api() -> _Api:
+    from opentelemetry import context, propagate, trace
+
+    kinds = trace.SpanKind
+    status = trace.Status(trace.StatusCode.ERROR)
+    return _Api(
+        propagate, context, trace.set_span_in_context, status, kinds.PRODUCER, kinds.CONSUMER
+    )
 
 
 def fitted(carrier: Mapping[str, str]) -> dict[str, str] | None:
