@@ -135,14 +135,15 @@ def test_time_range_filters_check_their_values(backend: Backend) -> None:
 def test_search_bounds_hold_at_the_edges_of_the_key_space(backend: Backend) -> None:
     """A prefix ends where the next character would start: keys just above it do not
     match, keys that extend it with the highest characters do."""
-    keys = ["ab", "ab\U0010ffff", "ab\U0010ffffz", "ac", "ab\ud7ffx", "ab\ue000"]
+    # Not hex digits, so no random job id starts with any of these searches.
+    keys = ["xy", "xy\U0010ffff", "xy\U0010ffffz", "xz", "xy\ud7ffx", "xy\ue000"]
     ids = {key: enqueue_id(backend, dedupe_key=key) for key in keys}
 
     def found(search: str) -> set[str]:
         return {j.dedupe_key or "" for j in backend.list_jobs(search=search)}
 
-    assert found("ab") == {k for k in ids if k.startswith("ab")}
-    assert found("ab\U0010ffff") == {k for k in ids if k.startswith("ab\U0010ffff")}
-    assert found("ab\ud7ff") == {k for k in ids if k.startswith("ab\ud7ff")}
-    assert backend.count_jobs(search="ac") == 1
-    assert found("b") == set()
+    assert found("xy") == {k for k in ids if k.startswith("xy")}
+    assert found("xy\U0010ffff") == {k for k in ids if k.startswith("xy\U0010ffff")}
+    assert found("xy\ud7ff") == {k for k in ids if k.startswith("xy\ud7ff")}
+    assert backend.count_jobs(search="xz") == 1
+    assert found("y") == set()

@@ -178,6 +178,9 @@ def test_sigterm_drains_and_another_process_finishes_the_job(
         procs, "worker", url, tmp_path / "a.log", "--hang", "--shutdown-timeout", "0.5"
     )
     draining.wait_for_line(lambda line: line == f"start {job_id}")
+    # The job may start before the signal handlers are in place ("ready"): a SIGTERM
+    # then would kill the process instead of draining it.
+    draining.wait_for_line(lambda line: line == "ready")
     sent = time.monotonic()
     draining.kill(signal.SIGTERM)
     # The claim comes back within the 0.5 s grace period plus the release write (bounded
