@@ -99,18 +99,22 @@ def spans() -> Iterator[Spans]:
     provider.shutdown()
 
 
-def test_a_run_is_a_consumer_span_parented_to_its_enqueue(
-    backend: Backend, clock: FakeClock, spans: Spans
-) -> None:
+@pytest.fixture
+def traced(backend: Backend, clock: FakeClock, spans: Spans) -> Iterator[JobQueue]:
+    """A queue over ``backend`` traced into ``spans`` (undone after the test)."""
     queue = JobQueue(backend, visibility_timeout=30, clock=clock)
     instrumented = tracing.instrument(queue, tracer_provider=spans.provider)
-    try:
-        job_id = queue.enqueue("email", {"to": "a"})
-        assert job_id is not None
-        queue.register("email", lambda job, ctx: None)
-        assert queue.run_pending("email") == 1
-    finally:
-        instrumented.uninstrument()
+    yield queue
+    instrumented.uninstrument()
+
+
+def test_a_run_is_a_consumer_span_parented_to_its_enqueue(
+    backend: Backend, traced: JobQueue, spans: Spans
+) -> None:
+    job_id = traced.enqueue("email", {"to": "a"})
+    assert job_id is not None
+    traced.register("email", lambda job, ctx: None)
+    assert traced.run_pending("email") == 1
     publish, process = spans.one("email publish"), spans.one("email process")
     assert publish.kind is SpanKind.PRODUCER and process.kind is SpanKind.CONSUMER
     assert publish.context is not None and process.parent is not None
@@ -127,21 +131,13 @@ def test_a_run_is_a_consumer_span_parented_to_its_enqueue(
     assert stored is not None and f"{publish.context.trace_id:032x}" in stored["traceparent"]
 
 
-def test_a_failing_run_records_its_exception(
-    backend: Backend, clock: FakeClock, spans: Spans
-) -> None:
-    queue = JobQueue(backend, visibility_timeout=30, clock=clock)
-    instrumented = tracing.instrument(queue, tracer_provider=spans.provider)
-
+def test_a_failing_run_records_its_exception(traced: JobQueue, spans: Spans) -> None:
     def broken(job: Any, ctx: Any) -> None:
         raise ValueError("no such user")
 
-    try:
-        queue.enqueue("email", {}, max_attempts=1)
-        queue.register("email", broken)
-        queue.run_pending("email")
-    finally:
-        instrumented.uninstrument()
+    traced.enqueue("email", {}, max_attempts=1)
+    traced.register("email", broken)
+    traced.run_pending("email")
     process = spans.one("email process")
     assert process.status.status_code is StatusCode.ERROR
     assert [e.name for e in process.events] == ["exception"]
@@ -149,26 +145,30 @@ def test_a_failing_run_records_its_exception(
 
 
 def test_a_deduplicated_enqueue_is_marked_and_stores_nothing_new(
-    backend: Backend, clock: FakeClock, spans: Spans
+    traced: JobQueue, spans: Spans
 ) -> None:
-    queue = JobQueue(backend, visibility_timeout=30, clock=clock)
-    instrumented = tracing.instrument(queue, tracer_provider=spans.provider)
-    try:
-        first = queue.enqueue("email", {}, dedupe_key="welcome:1")
-        assert queue.enqueue("email", {}, dedupe_key="welcome:1") is None
-    finally:
-        instrumented.uninstrument()
+    first = traced.enqueue("email", {}, dedupe_key="welcome:1")
+    assert traced.enqueue("email", {}, dedupe_key="welcome:1") is None
     publishes = spans.named("email publish")
     assert [(s.attributes or {}).get("messaging.message.id") for s in publishes] == [first, None]
     assert (publishes[1].attributes or {})["durabl.deduplicated"] is True
-    assert queue.count_jobs(type="email") == 1
+    assert traced.count_jobs(type="email") == 1
+
+
+def test_an_inline_follower_is_published_with_its_id(traced: JobQueue, spans: Spans) -> None:
+    first = traced.claim_or_enqueue("email", {}, dedupe_key="k", dedupe_scope="pending")
+    assert first is not None
+    assert traced.claim_or_enqueue("email", {}, dedupe_key="k", dedupe_scope="pending") is None
+    (follower,) = traced.list_jobs(status="pending")
+    ids = [(s.attributes or {}).get("messaging.message.id") for s in spans.named("email publish")]
+    assert ids == [first.id, follower.id]
 
 
 def test_after_uninstrument_no_span_is_made_and_no_context_stored(
     backend: Backend, clock: FakeClock, spans: Spans
 ) -> None:
     queue = JobQueue(backend, visibility_timeout=30, clock=clock)
-    tracing.instrument(queue, tracer_provider=spans.provider).uninstrument()  # type: ignore[attr-defined]
+    tracing.instrument(queue, tracer_provider=spans.provider).uninstrument()
     job_id = queue.enqueue("email", {})
     assert job_id is not None and get(backend, job_id).trace_context is None
     assert spans.finished() == ()
