@@ -88,8 +88,9 @@ class _Hooks(Generic[H]):
         outer = self._outer
         return self.own if outer is None or not outer.own else (*outer.own, *self.own)
 
-    def __bool__(self) -> bool:
-        return bool(self.own) or (self._outer is not None and bool(self._outer))
+    def __bool__(self) -> bool:  # asked once per run: attribute reads only
+        outer = self._outer
+        return bool(self.own or (outer is not None and outer.own))
 
 
 class RunHooks(_Hooks[RunHook]):

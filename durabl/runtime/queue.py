@@ -154,13 +154,13 @@ class JobQueue:
     def emit(self, event: JobEvent) -> None:
         """Send an event to the sink; a failing sink is logged and never affects a job."""
         emit_event(self.on_job_event, event, self.logger)
-        if self.event_sinks:
+        if self.event_sinks.own:
             self.event_sinks.emit(event, self.logger)
 
     @property
     def listening(self) -> bool:
         """Whether any sink takes events (else none need be built)."""
-        return self.on_job_event is not None or bool(self.event_sinks)
+        return self.on_job_event is not None or bool(self.event_sinks.own)
 
     def add_event_sink(self, sink: Callable[[JobEvent], object]) -> Callable[[], None]:
         """Send every later event to ``sink`` too, after ``on_job_event`` (a failing sink
