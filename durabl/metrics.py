@@ -3,7 +3,7 @@
 ``install(queue)`` feeds the counters and histograms from what the queue already produces,
 with no wrapper around any handler: the job events (docs/events.md) for outcomes and
 durations, one run hook for the pickup delay, and one enqueue hook that counts stored
-jobs. The gauges read ``queue.get_stats()`` when scraped, at most every
+jobs. The gauges read ``queue.stats_by_type()`` when scraped, at most every
 ``gauge_interval`` seconds (10) however often Prometheus asks. ``serve(port)`` exposes
 ``/metrics`` over HTTP (``durabl worker --metrics-port``).
 
@@ -56,7 +56,7 @@ class StoreGauges:
             if self._read_at is None or now - self._read_at >= self.interval:
                 self._read_at = now
                 self.reads += 1
-                self._stats = {t: self.queue.get_stats(t) for t in self.queue.job_types()}
+                self._stats = self.queue.stats_by_type()  # one read, not one per type
             return self._stats
 
     def describe(self) -> Iterator[Any]:

@@ -29,6 +29,7 @@ from durabl.cli.common import (
     store_errors,
     store_url,
 )
+from durabl.model.activity import total_stats
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
 from durabl.runtime.queue import JobQueue
 
@@ -102,9 +103,9 @@ def run_stats(args: argparse.Namespace) -> int:
         if args.type:
             rows = {args.type: queue.get_stats(args.type)}
             total = rows[args.type]
-        else:
-            total = queue.get_stats()
-            rows = {t: queue.get_stats(t) for t in queue.job_types()}
+        else:  # one read for every type, added up for the total
+            rows = queue.stats_by_type()
+            total = total_stats(rows.values())
     if args.json:
         out = stats_fields(total)
         if not args.type:

@@ -14,7 +14,7 @@ from typing import Any
 
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job
-from durabl.model.options import build_new_job, check_job_type
+from durabl.model.options import build_new_job, check_job_type, check_keywords
 from durabl.model.schema import PayloadSchema
 
 #: The enqueue options a declared type may set defaults for (None: not set).
@@ -108,9 +108,7 @@ class DeclaredOptions:
     def of(cls, what: str, options: Mapping[str, Any]) -> DeclaredOptions:
         """``options`` as given to ``what`` (``"process()"``...): ``TypeError`` naming
         ``what`` for a keyword it does not take."""
-        unknown = sorted(set(options) - {option.name for option in fields(cls)})
-        if unknown:
-            raise TypeError(f"{what} got an unexpected keyword argument {unknown[0]!r}")
+        check_keywords(what, options, {option.name for option in fields(cls)})
         return cls(**options)
 
     def given_type_options(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -84,6 +84,14 @@ class NewJob:
     @property
     def scope_for_store(self) -> DedupeScope | None:
         return self.dedupe_scope if self.dedupe_key is not None else None
+
+
+def check_keywords(what: str, given: Iterable[str], allowed: Collection[str]) -> None:
+    """``TypeError`` naming ``what`` (``"enqueue()"``...) for a keyword in ``given`` that
+    is not ``allowed``, as Python says it of a function's own parameters."""
+    unknown = sorted(name for name in given if name not in allowed)
+    if unknown:
+        raise TypeError(f"{what} got an unexpected keyword argument {unknown[0]!r}")
 
 
 def check_trace_context(value: Any) -> dict[str, str] | None:

@@ -4,14 +4,14 @@ already claimed, for an inline run). :class:`durabl.JobQueue` forwards both here
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import Seconds
 from durabl.model.job import JobHandle
-from durabl.model.options import NewJob
+from durabl.model.options import NewJob, check_keywords
 from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.forward import takes_as
 from durabl.runtime.hooks import EnqueueHooks
@@ -43,13 +43,6 @@ def enqueue_options(
 
 
 _OPTIONS = frozenset(inspect.signature(enqueue_options).parameters) - {"type", "data"}
-
-
-def check_option_names(what: str, options: Mapping[str, Any]) -> None:
-    """``TypeError`` naming ``what`` for a keyword that is not an enqueue option."""
-    unknown = options.keys() - _OPTIONS
-    if unknown:
-        raise TypeError(f"{what} got an unexpected keyword argument {min(unknown)!r}")
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -89,7 +82,7 @@ class Enqueuing:
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
         inside the transaction open on it: it exists if and only if that commits."""
-        check_option_names("enqueue()", options)
+        check_keywords("enqueue()", options, _OPTIONS)
         connection = options.pop("connection", None)
         if connection is not None and self.immediate:
             raise ValueError(
@@ -118,7 +111,7 @@ class Enqueuing:
         ``concurrency_key``, ``concurrency_limit`` and ``connection`` are refused
         (``ValueError``), since an inline run happens now."""
         self.check_open("claim_or_enqueue()")
-        check_option_names("claim_or_enqueue()", options)
+        check_keywords("claim_or_enqueue()", options, _OPTIONS)
         for name, why in _NOT_INLINE.items():
             if options.get(name):
                 raise ValueError(f"claim_or_enqueue() {why} (got {name}={options[name]!r})")

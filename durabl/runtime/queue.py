@@ -187,11 +187,13 @@ class JobQueue:
 
     def add_enqueue_hook(self, hook: EnqueueHook) -> Callable[[], None]:
         """Wrap every job this queue stores from :meth:`enqueue` or
-        :meth:`claim_or_enqueue` in ``hook(new_job, proceed) -> str | None``, which must
-        call ``proceed(new_job)`` exactly once, with the job or a changed copy
-        (``dataclasses.replace``), and return its value: the job's id, or None when a
-        dedupe key already covered it. Hooks nest in the order added (the first added is
-        outermost); one that raises stores nothing. Returns a function that removes it."""
+        :meth:`claim_or_enqueue` in ``hook(new_job, proceed)``, which must call
+        ``proceed(new_job)`` exactly once, with the job or a copy whose ``trace_context``
+        it set (``dataclasses.replace``; any other change is a ``ValueError``). The enqueue
+        returns what the store returned (the job's id, or None when a dedupe key already
+        covered it), whatever the hook returns. Hooks nest in the order added (the first
+        added is outermost); one that raises before proceeding stores nothing. Returns a
+        function that removes it."""
         return self.enqueue_hooks.add(hook)
 
     # -- setup ----------------------------------------------------------------------------

@@ -136,24 +136,20 @@ def list_jobs(
     failure time), ``offset`` skipped, at most ``limit`` (0: no limit)."""
     where, params = filters(selection)
     params.update(limit=sql_limit(limit), offset=offset)
+    page = "LIMIT :limit OFFSET :offset"
     if sort is None:  # an index serves the order: rows are read only for the page
         order = "finished_at DESC, seq DESC" if selection.status == "failed" else "seq DESC"
-        rows = conn.execute(
-            f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} "
-            "LIMIT :limit OFFSET :offset",
-            params,
-        ).fetchall()
-        return jobs_from_rows(conn, rows)
-    # The field is one of JOB_ORDER_FIELDS, never user text. No index serves it: sort the
-    # selected rows by their key alone, then read the columns of the page's rows only
-    # (sorting whole rows copies every payload into the sorter: 2-5x slower at 1M jobs).
-    order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
-    rows = conn.execute(
-        f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE seq IN (SELECT seq FROM {JOBS} "
-        f"WHERE {where} ORDER BY {order} LIMIT :limit OFFSET :offset) ORDER BY {order}",
-        params,
-    ).fetchall()
-    return jobs_from_rows(conn, rows)
+        statement = f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} {page}"
+    else:
+        # The field is one of JOB_ORDER_FIELDS, never user text. No index serves it: sort
+        # the selected rows by their key alone, then read the columns of the page's rows
+        # only (sorting whole rows copies every payload into the sorter: 2-5x slower at 1M).
+        order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
+        statement = (
+            f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE seq IN (SELECT seq FROM {JOBS} "
+            f"WHERE {where} ORDER BY {order} {page}) ORDER BY {order}"
+        )
+    return jobs_from_rows(conn, conn.execute(statement, params).fetchall())
 
 
 def matching_ids(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
