@@ -277,6 +277,20 @@ def main() -> int:
     from django.urls import reverse
 
     pages.append(("job page", reverse("admin:durabl_django_job_detail", args=[job_id])))
+    # What a user does on a long list: search it (an id prefix, one broad character, error
+    # text), sort it by a column, narrow it to a date range.
+    pages += [
+        ("completed list, search id prefix", f"/admin/durabl_django/completedjob/?q={job_id[:4]}"),
+        ("completed list, search 1 character", "/admin/durabl_django/completedjob/?q=a"),
+        ("failed list, search error text", "/admin/durabl_django/job/?q=bad+row+4242"),
+        ("failed list, search text every error has", "/admin/durabl_django/job/?q=ValueError"),
+        (
+            "cancelled list, sorted by -created_at",
+            "/admin/durabl_django/cancelledjob/?o=-created_at",
+        ),
+        ("failed list, sorted by attempts", "/admin/durabl_django/job/?o=attempts"),
+        ("completed list, past 24 hours", "/admin/durabl_django/completedjob/?d=24h"),
+    ]
     over = []
     print(f"\n{'admin page':<44} {'ms':>9}")
     for label, url in pages:

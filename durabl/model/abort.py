@@ -9,8 +9,8 @@ from datetime import datetime
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DurablError
-from durabl.model.job import LogEntry
-from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.model.job import LogEntry, clip_text
+from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
 from durabl.model.sync import Flag
 
 LEASE_LOST = "lease-lost"

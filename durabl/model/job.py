@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -43,6 +44,12 @@ __all__ = [
     "CancelOutcome",
     "CANCELLED",
     "JournalAppendResult",
+    "MAX_FAIL_REASON_BYTES",
+    "clip_text",
+    "clip_reason",
+    "Completion",
+    "Failure",
+    "Release",
     "FencedWrites",
     "JobHandle",
     "JobFilter",
@@ -243,10 +250,80 @@ CANCELLED = "cancelled"
 JournalAppendResult = Literal["applied", "lease-lost"]
 
 
+#: The most of a failure reason any store keeps, in bytes of UTF-8.
+MAX_FAIL_REASON_BYTES = 16 * 1024
+
+
+def clip_text(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, marked when cut."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= max_bytes:
+        return text
+    marker = "… [truncated]"
+    keep = max(max_bytes - len(marker.encode("utf-8")), 0)
+    return raw[:keep].decode("utf-8", "ignore") + marker
+
+
+def clip_reason(reason: str) -> str:
+    """A failure reason as every store keeps it: at most MAX_FAIL_REASON_BYTES of UTF-8."""
+    return clip_text(reason, MAX_FAIL_REASON_BYTES)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One finished run to record as completed: what ``complete_many`` takes."""
+
+    job_id: str
+    token: str
+    logs: Sequence[LogEntry] = ()
+    #: The handler's return value (portable, checked), kept as :attr:`Job.result`.
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt, as :meth:`FencedWrites.write_failure` records it. ``reason`` is
+    already clipped to the stored length. ``retry_at`` None: fail at once (``fail_fatal``);
+    else retry then, unless no attempt remains: failed with failure kind ``kind``."""
+
+    reason: str
+    retry_at: datetime | None
+    kind: FailureKind
+
+    @property
+    def op(self) -> str:
+        """The operation's name in receipts, retries and errors."""
+        return "fail" if self.retry_at is not None else "fail-fatal"
+
+    @property
+    def error(self) -> str | None:
+        """The one-line summary the attempt's history entry keeps."""
+        return attempt_error(self.reason)
+
+    @property
+    def terminal_outcome(self) -> AttemptOutcome:
+        """The attempt's outcome when this failure ends the job."""
+        return "invalid-payload" if str(self.kind) == "invalid-payload" else "failed"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A run handed back, as :meth:`FencedWrites.write_release` records it: pending again
+    at its old place in line, or at ``run_at``; ``timeout`` bounds the whole write."""
+
+    run_at: datetime | None = None
+    timeout: float | None = None
+
+
 class FencedWrites(Protocol):
     """What a :class:`JobHandle` calls: the clock read and the writes fenced on its claim
     token. Every store (:class:`durabl.stores.base.Backend`) provides them; the model names
-    only these, so it imports no store."""
+    only these, so it imports no store.
+
+    The public writes (``complete``, ``fail``, ``fail_fatal``, ``release``) are written here
+    once, for every store that subclasses :class:`durabl.stores.base.StoreBase`: each
+    checks its arguments into a record and hands it to the store's own atomic write
+    (``write_completions``, ``write_failure``, ``write_release``)."""
 
     def now(self) -> datetime:
         """The store's notion of the current instant (server time where it has one)."""
@@ -260,6 +337,7 @@ class FencedWrites(Protocol):
         self, job_id: str, token: str, *, logs: Sequence[LogEntry] = (), result: Any = None
     ) -> JobResult:
         """Record the run as completed, keeping ``result`` (portable, already checked)."""
+        return self.write_completions("complete", [Completion(job_id, token, logs, result)])[0]
 
     def fail(
         self,
@@ -274,6 +352,8 @@ class FencedWrites(Protocol):
         """Retry at ``retry_at`` when attempts remain, else fail with failure kind
         ``exhausted`` (``interrupted`` when a ``BaseException`` ended the last attempt).
         ``superseded`` when a pending follower already holds the key."""
+        failure = Failure(clip_reason(reason), retry_at, exhausted)
+        return self.write_failure(job_id, token, failure, logs)
 
     def fail_fatal(
         self,
@@ -286,6 +366,7 @@ class FencedWrites(Protocol):
     ) -> JobResult:
         """Fail at once with failure kind ``kind`` (``fatal``, or ``invalid-payload`` when
         the stored data no longer matches the type's schema), whatever attempts remain."""
+        return self.write_failure(job_id, token, Failure(clip_reason(reason), None, kind), logs)
 
     def release(
         self,
@@ -300,6 +381,7 @@ class FencedWrites(Protocol):
         given (a durable sleep hands the job back until its wake time), refunding the
         attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
         the whole write."""
+        return self.write_release(job_id, token, Release(run_at, timeout), logs)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int
@@ -310,6 +392,26 @@ class FencedWrites(Protocol):
         ``applied`` without appending twice. Anything else is ``lease-lost`` and changes
         nothing. Supported when the store's ``supports_journal`` is True; the journal is
         read back as :attr:`Job.journal` by ``claim`` and ``get_job``."""
+
+    # -- what each store writes atomically (not operations a caller makes) --------------
+    @abstractmethod
+    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
+        """Record every completion (at least one), each fenced on its own token, one result
+        each in order; ``op`` names the call (``complete`` or ``complete_many``) in retries
+        and errors. A store that can, writes them together."""
+
+    @abstractmethod
+    def write_failure(
+        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """Record ``failure`` under the receipt ``failure.op``, fenced on ``token``."""
+
+    @abstractmethod
+    def write_release(
+        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
+    ) -> JobResult:
+        """Record ``release`` under the receipt ``release``, fenced on ``token``, refunding
+        the attempt; ``superseded`` when a follower holds the pending slot."""
 
 
 @dataclass(frozen=True, kw_only=True)

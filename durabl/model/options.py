@@ -12,7 +12,13 @@ from durabl.model import backoff as _backoff
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import DocumentTooLargeError
 from durabl.model.flow import check_concurrency
-from durabl.model.job import DEDUPE_SCOPES, DedupeScope
+from durabl.model.job import (  # noqa: F401 - found here too, with the limits
+    DEDUPE_SCOPES,
+    MAX_FAIL_REASON_BYTES,
+    DedupeScope,
+    clip_reason,
+    clip_text,
+)
 from durabl.model.payload import check_payload
 
 # The backoff defaults are options like the others (defined with the policy, which
@@ -37,7 +43,6 @@ DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 RELEASE_WRITE_TIMEOUT = 1.0
 MAX_LOG_ENTRIES = 1000
 MAX_LOG_MESSAGE_BYTES = 2048
-MAX_FAIL_REASON_BYTES = 16 * 1024
 RECEIPTS_KEPT = 16
 # MongoDB's document limit, less room kept free in every job so that a full log, the
 # longest failure reason and the receipts still fit when the job is marked failed. Every
@@ -275,21 +280,6 @@ def build_new_job(
         concurrency_key=key,
         concurrency_limit=key_limit,
     )
-
-
-def clip_text(text: str, max_bytes: int) -> str:
-    """``text`` cut to at most ``max_bytes`` of UTF-8, marked when cut."""
-    raw = text.encode("utf-8", "replace")
-    if len(raw) <= max_bytes:
-        return text
-    marker = "… [truncated]"
-    keep = max(max_bytes - len(marker.encode("utf-8")), 0)
-    return raw[:keep].decode("utf-8", "ignore") + marker
-
-
-def clip_reason(reason: str) -> str:
-    """A failure reason as every store keeps it: at most MAX_FAIL_REASON_BYTES of UTF-8."""
-    return clip_text(reason, MAX_FAIL_REASON_BYTES)
 
 
 def validate_enqueue(type: str, data: Any, **options: Any) -> None:

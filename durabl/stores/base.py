@@ -20,9 +20,7 @@ from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
 from durabl.model.flow import RateLimit, check_rate_limit
 from durabl.model.job import (
     CANCELLED,
-    AttemptOutcome,
     CancelOutcome,
-    FailureKind,
     FencedWrites,
     Job,
     JobEvent,
@@ -34,9 +32,14 @@ from durabl.model.job import (
     QueueStats,
     ReapReport,
     ResultStatus,
-    attempt_error,
+    clip_reason,
 )
-from durabl.model.options import NewJob, check_job_type, clip_reason
+
+# The records a store's own writes take, named here too: every store reads them from here.
+from durabl.model.job import Completion as Completion  # noqa: PLC0414 - re-exported
+from durabl.model.job import Failure as Failure  # noqa: PLC0414
+from durabl.model.job import Release as Release  # noqa: PLC0414
+from durabl.model.options import NewJob, check_job_type
 from durabl.model.rules import (
     PRUNE_STATUSES,
     JobOrder,
@@ -68,52 +71,6 @@ class SchemaVersion(NamedTuple):
     @property
     def pending(self) -> bool:
         return self.current < self.latest
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One finished run to record as completed: what :meth:`Backend.complete_many` takes."""
-
-    job_id: str
-    token: str
-    logs: Sequence[LogEntry] = ()
-    #: The handler's return value (portable, checked), kept as :attr:`Job.result`.
-    result: Any = None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A failed attempt, as :meth:`StoreBase.write_failure` records it. ``reason`` is
-    already clipped to the stored length. ``retry_at`` None: fail at once (``fail_fatal``);
-    else retry then, unless no attempt remains: failed with failure kind ``kind``."""
-
-    reason: str
-    retry_at: datetime | None
-    kind: FailureKind
-
-    @property
-    def op(self) -> str:
-        """The operation's name in receipts, retries and errors."""
-        return "fail" if self.retry_at is not None else "fail-fatal"
-
-    @property
-    def error(self) -> str | None:
-        """The one-line summary the attempt's history entry keeps."""
-        return attempt_error(self.reason)
-
-    @property
-    def terminal_outcome(self) -> AttemptOutcome:
-        """The attempt's outcome when this failure ends the job."""
-        return "invalid-payload" if str(self.kind) == "invalid-payload" else "failed"
-
-
-@dataclass(frozen=True)
-class Release:
-    """A run handed back, as :meth:`StoreBase.write_release` records it: pending again at
-    its old place in line, or at ``run_at``; ``timeout`` bounds the whole write."""
-
-    run_at: datetime | None = None
-    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -204,7 +161,21 @@ class Backend(FencedWrites, Protocol):
         ``starting``: how many of them start at once (None: all). The others are claimed
         ahead of a free worker (read ahead) and stay *reserved* until :meth:`mark_started`
         records that their handler began; the reaper gives back the attempt of a reserved
-        job (:func:`durabl.model.rules.reap_decision`)."""
+        job (:func:`durabl.model.rules.reap_decision`).
+
+        A ``limit`` below 1 claims nothing, without asking the store; otherwise the store
+        claims through :meth:`claim_due`."""
+        if limit <= 0:
+            return []
+        return self.claim_due(type, limit, lease_owner, starting)
+
+    @abstractmethod
+    def claim_due(
+        self, type: str, limit: int, lease_owner: str, starting: int | None
+    ) -> list[JobHandle[Any]]:
+        """Claim up to ``limit`` (at least 1) due pending jobs of ``type`` in the order
+        :meth:`claim` gives, those past the first ``starting`` reserved (each store's own
+        atomic claim; not an operation a caller makes)."""
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         """Record that the handlers of these reserved claims (``(job_id, token)`` pairs)
@@ -220,6 +191,7 @@ class Backend(FencedWrites, Protocol):
         """:meth:`complete` for each of ``completions``, in order, one result each. A store
         may write them together (one transaction); each is still fenced on its own token,
         so one lost lease does not stop the others."""
+        return self.write_completions("complete_many", completions) if completions else []
 
     # -- recovery and operations ----------------------------------------------------------
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
@@ -233,29 +205,18 @@ class Backend(FencedWrites, Protocol):
     def get_job(self, job_id: str) -> Job[Any] | None: ...
 
     def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        order: str | None = None,
+        self, *, limit: int = 100, offset: int = 0, order: str | None = None, **filters: Any
     ) -> list[Job[Any]]:
         """Jobs newest first (failed: by failure time), or sorted by ``order`` (a field of
         :data:`durabl.model.rules.JOB_ORDER_FIELDS`, ``"-"`` first for descending; equal
-        values newest first). ``search``: a prefix of the job id or of the dedupe key, or
-        text the failure reason contains (literal, case-sensitive)."""
+        values newest first). ``filters``: the fields of :class:`durabl.model.job.JobFilter`
+        (``status``, ``type``, ``failure_kind``, ``search``, the ``created_*`` and
+        ``updated_*`` bounds); a keyword that is none of them is a ``TypeError``.
+        ``search``: a prefix of the job id or of the dedupe key, or text the failure reason
+        contains (literal, case-sensitive)."""
 
-    def count_jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        failure_kind: FailureKind | None = None,
-        search: str | None = None,
-    ) -> int: ...
+    def count_jobs(self, **filters: Any) -> int:
+        """How many jobs the :meth:`list_jobs` ``filters`` select."""
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending with attempts 0, due now. False if the job is not failed, or
@@ -420,7 +381,10 @@ def cancel_reason(reason: str | None) -> str:
     return clip_reason(reason) if reason else CANCELLED
 
 
-class StoreBase(ABC):
+P = TypeVar("P")
+
+
+class StoreBase(Backend):
     """The base of every store: each capability declared with its default, and the
     operations that are the same on every store written here once. A store overrides a
     capability by assigning it (on the class, or per instance after ``startup()``)."""
@@ -434,10 +398,10 @@ class StoreBase(ABC):
     def push_unavailable(self) -> str | None:
         return f"{type(self).__name__} has no push pickup"
 
-    def close(self) -> None:  # noqa: B027 - a store with connections of its own overrides it
+    def close(self) -> None:
         """Nothing to release unless the store opened connections itself."""
 
-    def check_size(self, job: NewJob) -> None:  # noqa: B027 - stores with a size limit override it
+    def check_size(self, job: NewJob) -> None:
         """Nothing beyond the shared payload budget that ``build_new_job`` applied."""
 
     def schema_version(self) -> SchemaVersion | None:
@@ -495,9 +459,7 @@ class StoreBase(ABC):
     schedules: ScheduleStore | None = None
 
     def _schedule_store(self) -> ScheduleStore:
-        if self.schedules is None:
-            raise NotImplementedError(f"{type(self).__name__} does not keep schedules")
-        return self.schedules
+        return self._part(self.schedules, "does not keep schedules")
 
     def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
         self._schedule_store().upsert(schedule, next_run_at)
@@ -518,9 +480,14 @@ class StoreBase(ABC):
     workers: WorkerRegistry | None = None
 
     def _worker_registry(self) -> WorkerRegistry:
-        if self.workers is None:
-            raise NotImplementedError(f"{type(self).__name__} does not keep a workers registry")
-        return self.workers
+        return self._part(self.workers, "does not keep a workers registry")
+
+    def _part(self, part: P | None, missing: str) -> P:
+        """``part`` of this store; ``NotImplementedError`` (the store ``missing`` it) when
+        the store has none."""
+        if part is None:
+            raise NotImplementedError(f"{type(self).__name__} {missing}")
+        return part
 
     def upsert_worker(self, info: WorkerInfo) -> None:
         self._worker_registry().upsert(info)
@@ -565,96 +532,6 @@ class StoreBase(ABC):
     def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
         """End the claim ``token`` holds as ``cancelled`` (receipt ``cancel``), its
         ``fail_reason`` the requested reason, the attempt's outcome ``cancelled``."""
-
-    # -- fenced writes: the public signatures once, each store writes the outcome --------
-    def complete(
-        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = (), result: Any = None
-    ) -> JobResult:
-        """See :meth:`Backend.complete`: one completion through :meth:`write_completions`."""
-        return self.write_completions("complete", [Completion(job_id, token, logs, result)])[0]
-
-    def complete_many(self, completions: Sequence[Completion]) -> list[JobResult]:
-        """See :meth:`Backend.complete_many`."""
-        return self.write_completions("complete_many", completions) if completions else []
-
-    def fail(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        retry_at: datetime,
-        logs: Sequence[LogEntry] = (),
-        exhausted: FailureKind = "retries-exhausted",
-    ) -> JobResult:
-        """See :meth:`Backend.fail`."""
-        return self.write_failure(
-            job_id, token, Failure(clip_reason(reason), retry_at, exhausted), logs
-        )
-
-    def fail_fatal(
-        self,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        kind: FailureKind = "fatal",
-    ) -> JobResult:
-        """See :meth:`Backend.fail_fatal`."""
-        return self.write_failure(job_id, token, Failure(clip_reason(reason), None, kind), logs)
-
-    def release(
-        self,
-        job_id: str,
-        token: str,
-        *,
-        logs: Sequence[LogEntry] = (),
-        timeout: float | None = None,
-        run_at: datetime | None = None,
-    ) -> JobResult:
-        """See :meth:`Backend.release`."""
-        return self.write_release(job_id, token, Release(run_at, timeout), logs)
-
-    @abstractmethod
-    def write_completions(self, op: str, completions: Sequence[Completion]) -> list[JobResult]:
-        """Record every completion (at least one), each fenced on its own token, one result
-        each in order; ``op`` names the call (``complete`` or ``complete_many``) in retries
-        and errors. A store that can, writes them together."""
-
-    @abstractmethod
-    def write_failure(
-        self, job_id: str, token: str, failure: Failure, logs: Sequence[LogEntry]
-    ) -> JobResult:
-        """Record ``failure`` under the receipt ``failure.op``, fenced on ``token``."""
-
-    @abstractmethod
-    def write_release(
-        self, job_id: str, token: str, release: Release, logs: Sequence[LogEntry]
-    ) -> JobResult:
-        """Record ``release`` under the receipt ``release``, fenced on ``token``, refunding
-        the attempt; ``superseded`` when a follower holds the pending slot."""
-
-    def claim(
-        self,
-        type: str,
-        *,
-        limit: int = 1,
-        lease_owner: str = "",
-        starting: int | None = None,
-    ) -> list[JobHandle[Any]]:
-        """See :meth:`Backend.claim`: a ``limit`` below 1 claims nothing, without asking
-        the store; otherwise the store claims through :meth:`claim_due`."""
-        if limit <= 0:
-            return []
-        return self.claim_due(type, limit, lease_owner, starting)
-
-    @abstractmethod
-    def claim_due(
-        self, type: str, limit: int, lease_owner: str, starting: int | None
-    ) -> list[JobHandle[Any]]:
-        """Claim up to ``limit`` (at least 1) due pending jobs of ``type`` in the order
-        :meth:`Backend.claim` gives, those past the first ``starting`` reserved."""
 
     @abstractmethod
     def reap(self, visibility_timeout: float, *, limit: int = 1000) -> ReapReport:
@@ -851,7 +728,11 @@ def protocol_operations(protocol: type) -> tuple[str, ...]:
         if cls is object or not getattr(cls, "_is_protocol", False):
             continue
         for name, value in vars(cls).items():
-            if inspect.isfunction(value) and not name.startswith("_"):
+            if (
+                inspect.isfunction(value)
+                and not name.startswith("_")
+                and not getattr(value, "__isabstractmethod__", False)  # a store's own step
+            ):
                 names[name] = None
     return tuple(names)
 

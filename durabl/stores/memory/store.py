@@ -32,13 +32,13 @@ from durabl.model.job import (
     ResultStatus,
     TerminalStatus,
     add_attempt,
+    clip_text,
 )
 from durabl.model.options import (
     MAX_LOG_ENTRIES,
     MAX_LOG_MESSAGE_BYTES,
     RECEIPTS_KEPT,
     NewJob,
-    clip_text,
 )
 from durabl.model.payload import portable, to_millis
 from durabl.model.rules import cancelled_reason, resolve_miss

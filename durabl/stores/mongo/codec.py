@@ -12,13 +12,12 @@ from bson.codec_options import CodecOptions
 
 from durabl.model.clock import as_utc
 from durabl.model.exceptions import DocumentTooLargeError
-from durabl.model.job import Job, LogEntry, attempt_from_record
+from durabl.model.job import Job, LogEntry, attempt_from_record, clip_text
 from durabl.model.options import (
     MAX_DOCUMENT_BYTES,
     MAX_JOB_DOCUMENT,
     MAX_LOG_MESSAGE_BYTES,
     NewJob,
-    clip_text,
 )
 
 MAX_BSON_DOCUMENT = MAX_DOCUMENT_BYTES

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from durabl.model.job import Job, LogEntry
-from durabl.model.options import MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.model.job import Job, LogEntry, clip_text
+from durabl.model.options import MAX_LOG_MESSAGE_BYTES
 from durabl.model.payload import to_millis
 from durabl.model.rows import job_from_row
 from durabl.model.tagged_json import decode_payload, encode_payload, from_ms

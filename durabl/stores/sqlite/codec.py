@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from durabl.model.job import Job, LogEntry
-from durabl.model.options import MAX_LOG_MESSAGE_BYTES, clip_text
+from durabl.model.job import Job, LogEntry, clip_text
+from durabl.model.options import MAX_LOG_MESSAGE_BYTES
 from durabl.model.rows import job_from_row
 from durabl.model.tagged_json import (
     EPOCH,
