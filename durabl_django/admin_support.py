@@ -139,8 +139,9 @@ class JobFilters:
 
     @property
     def date_field(self) -> str:
-        """The time the date filter bounds on this list: ``created`` or ``updated``."""
-        return "created" if self.status in ("pending", "active") else "updated"
+        """The time the date filter bounds on this list: ``created``, or ``finished`` on the
+        lists of finished jobs (an index of every store serves it)."""
+        return "created" if self.status in ("pending", "active") else "finished"
 
     def queue_filters(self) -> dict[str, Any]:
         """Keyword arguments for ``list_jobs`` / ``count_jobs``."""

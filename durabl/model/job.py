@@ -480,8 +480,9 @@ class JobHandle(Job[T]):
 class JobFilter:
     """Which jobs ``list_jobs`` and ``count_jobs`` select: each field that is set must
     match (``search``: a prefix of the job id or of the dedupe key, or text the failure
-    reason contains; ``created_after``/``updated_after``: at or after that instant,
-    ``created_before``/``updated_before``: before it)."""
+    reason contains; ``created_after``/``updated_after``/``finished_after``: at or after
+    that instant, ``created_before``/``updated_before``/``finished_before``: before it; a
+    job that has not finished matches no ``finished_*`` bound)."""
 
     status: str | None = None
     type: str | None = None
@@ -491,6 +492,8 @@ class JobFilter:
     created_before: datetime | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
 
     def ranges(self) -> list[tuple[str, str, str, datetime]]:
         """The time bounds that are set: ``(filter name, job field, ">=" or "<", instant)``."""
@@ -499,6 +502,8 @@ class JobFilter:
             ("created_before", "created_at", "<"),
             ("updated_after", "updated_at", ">="),
             ("updated_before", "updated_at", "<"),
+            ("finished_after", "finished_at", ">="),  # a job not finished matches neither
+            ("finished_before", "finished_at", "<"),
         )
         return [
             (name, column, op, value)

@@ -125,6 +125,32 @@ def test_time_range_filters(backend: Backend, clock: FakeClock) -> None:
     assert ids(created_after=start + 10 * minute) == set()
 
 
+def test_finished_range_filters_select_finished_jobs_only(
+    backend: Backend, clock: FakeClock
+) -> None:
+    start = clock.now()
+    first = enqueue_id(backend, data={"n": 1})
+    second = enqueue_id(backend, data={"n": 2})
+    waiting = enqueue_id(backend, data={"n": 3})
+    clock.advance(60)
+    assert claim_one(backend).complete() == "completed"  # first, finished at start + 1 min
+    clock.advance(60)
+    assert claim_one(backend).fail_fatal("no") == "failed-terminal"  # second, + 2 min
+    minute = timedelta(seconds=60)
+
+    def ids(**filters: Any) -> set[str]:
+        return {j.id for j in backend.list_jobs(**filters)}
+
+    assert ids(finished_after=start) == {first, second}  # never the pending one
+    assert ids(finished_after=start + 2 * minute) == {second}
+    assert ids(finished_before=start + 2 * minute) == {first}
+    assert waiting not in ids(finished_before=start + 10 * minute)
+    assert backend.count_jobs(status="failed", finished_after=start + minute) == 1
+    assert backend.count_jobs(status="completed", finished_before=start) == 0
+    with pytest.raises(ValueError, match="timezone-aware"):
+        backend.count_jobs(finished_after=datetime(2024, 1, 1))
+
+
 def test_time_range_filters_check_their_values(backend: Backend) -> None:
     with pytest.raises(TypeError, match="created_after"):
         backend.list_jobs(created_after="yesterday")

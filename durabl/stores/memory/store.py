@@ -251,7 +251,7 @@ class MemoryStore:
             for r in self.jobs.values()
             if all(getattr(r, name) == value for name, value in equal)
             and all(
-                (getattr(r, column) >= value) if at_least else (getattr(r, column) < value)
+                (at := getattr(r, column)) is not None and (at >= value if at_least else at < value)
                 for column, at_least, value in ranges
             )
             and (
