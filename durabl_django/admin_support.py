@@ -201,7 +201,7 @@ class JobFilters:
         if self.search:
             parts.append(f'whose id, dedupe key or failure reason matches "{self.search}"')
         if self.since:
-            when = "created" if self.date_field == "created" else "last changed"
+            when = "created" if self.date_field == "created" else "finished"
             parts.append(f"{when} in the {DATE_RANGES[self.since][0].lower()}")
         if len(parts) > 1:
             return ", ".join(parts[:-1]) + " and " + parts[-1]
