@@ -588,8 +588,10 @@ class Queries:
         values["now"] = NOW
         for name, template in STATEMENTS.items():
             setattr(self, name, _render(template, values))
-        bounded = {"upper_id": " AND s.id ~<~ %(search_hi)s"}
-        bounded["upper_key"] = " AND s.dedupe_key ~<~ %(search_hi)s"
+        bounded = {
+            "upper_id": " AND s.id ~<~ %(search_hi)s",
+            "upper_key": " AND s.dedupe_key ~<~ %(search_hi)s",
+        }
         #: The search clause (see SEARCH), and the same for a search no string is above.
         self.search = _render(SEARCH, {**values, **bounded})
         self.search_unbounded = _render(SEARCH, {**values, "upper_id": "", "upper_key": ""})
