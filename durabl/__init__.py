@@ -4,73 +4,63 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from durabl.model.abort import AbortSignal, JobAborted, JobContext
-from durabl.model.activity import TypeActivity, total_stats
-from durabl.model.clock import Seconds
-from durabl.model.exceptions import (
-    BackendUnavailableError,
-    DedupeScopeConflictError,
-    DocumentTooLargeError,
-    DurablError,
-    FatalJobError,
-    JournalTooLarge,
-    NondeterminismError,
-    NonRetryable,
-    QueueShutdownError,
-    ScheduleError,
-    SchemaError,
-    SchemaTooNewError,
-)
-from durabl.model.job import (
-    FAILURE_KINDS,
-    STATUSES,
-    Attempt,
-    FailureKind,
-    Job,
-    JobEvent,
-    JobHandle,
-    JobResult,
-    JobStatus,
-    LogEntry,
-    QueueHealth,
-    QueueStats,
-    ReapReport,
-    StartReaperResult,
-)
-from durabl.model.options import NewJob
-from durabl.model.schedule import Schedule
-from durabl.model.schema import PayloadIssue, PayloadValidationError
-from durabl.model.workers import WorkerInfo
-from durabl.runtime.declared import (
-    Declaration,
-    declared_types,
-    get_declaration,
-    validate_enqueue,
-)
-from durabl.runtime.decorator import DeclaredJob
-from durabl.runtime.globals import (
-    create_job_queue,
-    get_default_queue,
-    global_queue,
-    set_global_backend,
-)
-from durabl.runtime.hooks import add_enqueue_hook, add_run_hook
-from durabl.runtime.queue import JobQueue
-from durabl.runtime.run import Handler
-from durabl.runtime.scheduler import declare as schedule
-from durabl.stores.base import BACKEND_OPERATIONS, Backend
-
-if TYPE_CHECKING:
-    from durabl.runtime.decorator import job
-else:
-    # ``durabl.job`` is the decorator; the name is also the old module ``durabl/job.py``
-    # (``from durabl.job import QueueHealth`` still works), so the attribute is that
-    # module, made callable as the decorator: importing it can never rebind the name.
-    from durabl import job
-
 if TYPE_CHECKING:
     from durabl.cli.args import positive_int_arg, positive_seconds_arg
+    from durabl.model.abort import AbortSignal, Handler, JobAborted, JobContext
+    from durabl.model.activity import TypeActivity, total_stats
+    from durabl.model.clock import Seconds
+    from durabl.model.exceptions import (
+        BackendUnavailableError,
+        DedupeScopeConflictError,
+        DocumentTooLargeError,
+        DurablError,
+        FatalJobError,
+        JournalTooLarge,
+        NondeterminismError,
+        NonRetryable,
+        QueueShutdownError,
+        ScheduleError,
+        SchemaError,
+        SchemaTooNewError,
+    )
+    from durabl.model.job import (
+        FAILURE_KINDS,
+        STATUSES,
+        Attempt,
+        FailureKind,
+        Job,
+        JobEvent,
+        JobHandle,
+        JobResult,
+        JobStatus,
+        LogEntry,
+        QueueHealth,
+        QueueStats,
+        ReapReport,
+        StartReaperResult,
+    )
+    from durabl.model.options import NewJob
+    from durabl.model.schedule import Schedule
+    from durabl.model.schema import PayloadIssue, PayloadValidationError
+    from durabl.model.workers import WorkerInfo
     from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
+    from durabl.runtime.declared import (
+        Declaration,
+        declared_types,
+        get_declaration,
+        validate_enqueue,
+    )
+    from durabl.runtime.decorator import DeclaredJob, job
+    from durabl.runtime.globals import (
+        create_job_queue,
+        get_default_queue,
+        global_queue,
+        set_global_backend,
+    )
+    from durabl.runtime.hooks import add_enqueue_hook, add_run_hook
+    from durabl.runtime.queue import JobQueue
+    from durabl.runtime.scheduler import declare as schedule
+    from durabl.stores.base import BACKEND_OPERATIONS, Backend
     from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
     from durabl.stores.mongo import MongoJobQueue
     from durabl.stores.postgres import PostgresJobQueue
@@ -149,32 +139,96 @@ __all__ = [
 ]
 
 
-# The stores (and the orchestrator) load on first use: ``import durabl`` never imports
-# pymongo or bson, so an application on SQLite or in memory does not pay for the driver,
-# and nothing but what an application touches is imported (see docs/api.md).
-_LAZY = {
-    "MongoJobQueue": "durabl.stores.mongo",
-    "SqliteJobQueue": "durabl.stores.sqlite",
-    "PostgresJobQueue": "durabl.stores.postgres",
-    "MemoryBackend": "durabl.stores.memory.backend",
-    "DummyBackend": "durabl.stores.memory.backend",
-    "ImmediateBackend": "durabl.stores.memory.backend",
-    "backend_from_url": "durabl.stores.urls",
-    "positive_int_arg": "durabl.cli.args",
-    "positive_seconds_arg": "durabl.cli.args",
-    "OrchestrationContext": "durabl.orchestrator",
-    "Orchestrator": "durabl.orchestrator",
-    "StepKeys": "durabl.orchestrator",
+# Every public name loads on first use (PEP 562): ``import durabl`` imports none of the
+# runtime, no store and no driver, so an application pays only for what it touches, a
+# SQLite or in-memory application never loads pymongo or bson, and declaring job types
+# (``@durabl.job``) loads no queue (see "Import cost" in docs/api.md). The table says
+# where each name lives; ``name: "module:attribute"`` where the two names differ.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "durabl.cli.args": ("positive_int_arg", "positive_seconds_arg"),
+    "durabl.model.abort": ("AbortSignal", "Handler", "JobAborted", "JobContext"),
+    "durabl.model.activity": ("TypeActivity", "total_stats"),
+    "durabl.model.clock": ("Seconds",),
+    "durabl.model.exceptions": (
+        "BackendUnavailableError",
+        "DedupeScopeConflictError",
+        "DocumentTooLargeError",
+        "DurablError",
+        "FatalJobError",
+        "JournalTooLarge",
+        "NondeterminismError",
+        "NonRetryable",
+        "QueueShutdownError",
+        "ScheduleError",
+        "SchemaError",
+        "SchemaTooNewError",
+    ),
+    "durabl.model.job": (
+        "FAILURE_KINDS",
+        "STATUSES",
+        "Attempt",
+        "FailureKind",
+        "Job",
+        "JobEvent",
+        "JobHandle",
+        "JobResult",
+        "JobStatus",
+        "LogEntry",
+        "QueueHealth",
+        "QueueStats",
+        "ReapReport",
+        "StartReaperResult",
+    ),
+    "durabl.model.options": ("NewJob",),
+    "durabl.model.schedule": ("Schedule",),
+    "durabl.model.schema": ("PayloadIssue", "PayloadValidationError"),
+    "durabl.model.workers": ("WorkerInfo",),
+    "durabl.orchestrator": ("OrchestrationContext", "Orchestrator", "StepKeys"),
+    "durabl.runtime.declared": (
+        "Declaration",
+        "declared_types",
+        "get_declaration",
+        "validate_enqueue",
+    ),
+    "durabl.runtime.decorator": ("DeclaredJob",),
+    "durabl.runtime.globals": (
+        "create_job_queue",
+        "get_default_queue",
+        "global_queue",
+        "set_global_backend",
+    ),
+    "durabl.runtime.hooks": ("add_enqueue_hook", "add_run_hook"),
+    "durabl.runtime.queue": ("JobQueue",),
+    "durabl.runtime.scheduler": ("schedule:declare",),
+    "durabl.stores.base": ("BACKEND_OPERATIONS", "Backend"),
+    "durabl.stores.memory.backend": ("DummyBackend", "ImmediateBackend", "MemoryBackend"),
+    "durabl.stores.mongo": ("MongoJobQueue",),
+    "durabl.stores.postgres": ("PostgresJobQueue",),
+    "durabl.stores.sqlite": ("SqliteJobQueue",),
+    "durabl.stores.urls": ("backend_from_url",),
 }
+_LAZY: dict[str, tuple[str, str]] = {
+    public: (module, attribute or public)
+    for module, names in _HOMES.items()
+    for public, _, attribute in (entry.partition(":") for entry in names)
+}
+# ``durabl.job`` is the decorator; the name is also the old module ``durabl/job.py``
+# (``from durabl.job import QueueHealth`` still works), so the attribute is that module,
+# made callable as the decorator: importing it can never rebind the name. (No attribute:
+# the name is the module itself.)
+_LAZY["job"] = ("durabl.job", "")
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    home = _LAZY.get(name)
+    if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    module, attribute = home
+    value = importlib.import_module(module)
+    if attribute:
+        value = getattr(value, attribute)
     globals()[name] = value
     return value
 

@@ -6,10 +6,11 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import DurablError
-from durabl.model.job import LogEntry, clip_text
+from durabl.model.job import Job, LogEntry, clip_text
 from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES
 from durabl.model.sync import Flag
 
@@ -156,3 +157,7 @@ class JobContext:
         """Record a line on the job. Lines are stored with the next heartbeat or the
         terminal write; the newest entries are kept and long lines are clipped."""
         self._logs.append(message)
+
+
+#: A job handler: ``handler(job, ctx)``; what it returns is the job's result.
+Handler = Callable[[Job[Any], JobContext], object]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from durabl.model.abort import Handler
 from durabl.model.clock import SYSTEM_CLOCK, Seconds
 from durabl.model.declared import TypeOptions
 from durabl.model.options import build_new_job
-from durabl.runtime.run import Handler
 
 
 def origin(handler: object) -> str:

@@ -12,13 +12,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from durabl.model.abort import JobContext
+from durabl.model.abort import Handler, JobContext
 from durabl.model.declared import DeclaredOptions, build_type_options
 from durabl.model.job import Job
 from durabl.runtime.declared import Declaration, check_process_options, registry
 from durabl.runtime.forward import keywords_after_one
-from durabl.runtime.globals import get_default_queue
-from durabl.runtime.run import Handler
 
 
 class DeclaredJob:
@@ -43,6 +41,10 @@ class DeclaredJob:
         """``get_default_queue().enqueue(type, data, **options)``: the new job's id, or
         None when its dedupe slot is taken. Takes every option of ``JobQueue.enqueue``;
         the type's declared defaults apply to those not given."""
+        # Imported here: declaring a job type (at the import of the application's jobs
+        # module) loads no queue, no worker and no store; only enqueueing needs them.
+        from durabl.runtime.globals import get_default_queue
+
         return get_default_queue().enqueue(self.type, data, **options)
 
 

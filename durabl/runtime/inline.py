@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from durabl.model.abort import Handler
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobEvent, JobHandle
 from durabl.model.options import NewJob
-from durabl.runtime.run import Handler, ManagedRun, Runtime, is_interrupt, release_unrun
+from durabl.runtime.run import ManagedRun, Runtime, is_interrupt, release_unrun
 
 
 @dataclass(frozen=True)

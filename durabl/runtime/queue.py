@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from durabl.model.abort import Handler
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import DeclaredOptions, TypeOptions, build_type_options
 from durabl.model.job import (
@@ -40,7 +41,7 @@ from durabl.runtime.presence import Presence
 from durabl.runtime.push import PushPickup
 from durabl.runtime.reaper import ReaperSlot
 from durabl.runtime.registry import RunRegistry
-from durabl.runtime.run import Handler, ManagedRun
+from durabl.runtime.run import ManagedRun
 from durabl.runtime.scheduler import Scheduler
 from durabl.runtime.services import QueueServices
 from durabl.runtime.shutdown import Drain, install_signal_handlers

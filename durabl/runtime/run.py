@@ -12,7 +12,6 @@ import inspect
 import logging
 import threading
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -22,6 +21,7 @@ from durabl.model.abort import (
     LEASE_UNCONFIRMED,
     SHUTDOWN,
     AbortSignal,
+    Handler,
     JobContext,
     LogBuffer,
 )
@@ -49,8 +49,6 @@ from durabl.runtime.registry import RunRegistry
 from durabl.stores.base import Backend, Completion
 
 logger = logging.getLogger(__name__)
-
-Handler = Callable[[Job[Any], JobContext], object]
 
 
 def check_plain_function(function: object, what: str, runs: str) -> None:

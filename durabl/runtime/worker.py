@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
+from durabl.model.abort import Handler
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import DeclaredOptions
 from durabl.model.exceptions import QueueShutdownError
@@ -24,7 +25,7 @@ from durabl.model.job import JobEvent, JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
-from durabl.runtime.run import Handler, ManagedRun, Runtime, check_plain_function, is_interrupt
+from durabl.runtime.run import ManagedRun, Runtime, check_plain_function, is_interrupt
 
 logger = logging.getLogger(__name__)
 
