@@ -29,6 +29,7 @@ from durabl_django.admin_support import (
     LISTED_STATUSES,
     PAGE_SIZE,
     RETRY_PERMISSION,
+    SEARCH_COUNT_LIMIT,
     SEARCH_VAR,
     SELECTED,
     SORT_LIMIT,
@@ -317,16 +318,22 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     queue = get_job_queue()
     filters = JobFilters.from_query(status, request.GET)
     listing = JobListing(queue, filters)
-    sortable = listing.count() <= SORT_LIMIT
+    sortable = listing.count() <= SORT_LIMIT and not listing.capped
     sort_note = ""
-    if not sortable:
+    if listing.capped:
+        sort_note = (
+            f"This search matches more than {SEARCH_COUNT_LIMIT:,} jobs: the list shows the "
+            f"newest {SEARCH_COUNT_LIMIT:,} and cannot be sorted. Search for more of the id "
+            "or key, or filter by type or date."
+        )
+    elif not sortable:
         sort_note = (
             f"Sorting by a column takes a list of at most {SORT_LIMIT:,} jobs; this one has "
             f"{listing.count():,}. Filter by type or date first."
         )
-        if filters.order is not None:
-            filters = replace(filters, order=None)
-            listing = JobListing(queue, filters, count=listing.count())
+    if not sortable and filters.order is not None:
+        filters = replace(filters, order=None)
+        listing = JobListing(queue, filters, count=listing.count(), capped=listing.capped)
     paginator: Paginator[Job[Any]] = Paginator(listing, PAGE_SIZE)
     page = paginator.get_page(filters.page)
     filters = replace(filters, page=page.number)
@@ -385,6 +392,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         "page": page,
         "page_links": page_links,
         "result_count": paginator.count,
+        "result_count_label": listing.count_label(),
+        "result_plural": "" if paginator.count == 1 and not listing.capped else "s",
         "actions": actions,
         "action_checkbox_name": SELECTED,
         "retry_all_url": retry_all_url,

@@ -244,7 +244,7 @@ def run_retry(args: argparse.Namespace) -> int:
 def retry_all(queue: JobQueue, type: str | None, kind: str | None) -> int:
     """Retry every failed job matching the filter in one store operation; a progress line
     first when there are many."""
-    selection = {k: v for k, v in (("type", type), ("failure_kind", kind)) if v}
+    selection: dict[str, Any] = {k: v for k, v in (("type", type), ("failure_kind", kind)) if v}
     total = queue.count_jobs(status="failed", **selection)
     if total > PROGRESS_EVERY:
         print(f"retrying {total} failed job(s)...", file=sys.stderr, flush=True)

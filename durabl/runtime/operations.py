@@ -55,9 +55,10 @@ class QueueOperations:
         jobs = self.ready().list_jobs(**filters)
         return [with_lease(job, self.visibility_timeout()) for job in jobs]
 
-    def count_jobs(self, /, **filters: Any) -> int:
-        """How many jobs the ``list_jobs`` filters select."""
-        return self.ready().count_jobs(**filters)
+    def count_jobs(self, /, *, at_most: int | None = None, **filters: Any) -> int:
+        """How many jobs the ``list_jobs`` filters select; with ``at_most``, a count that
+        stops there (the result is then "at least ``at_most``")."""
+        return self.ready().count_jobs(at_most=at_most, **filters)
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending at attempt 0; False if not failed or its dedupe key is live."""

@@ -43,10 +43,12 @@ from durabl.model.options import NewJob, check_job_type
 from durabl.model.rules import (
     PRUNE_STATUSES,
     JobOrder,
+    check_at_most,
     check_page,
     job_filter,
     job_order,
     prune_selection,
+    search_walk,
 )
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
@@ -215,8 +217,11 @@ class Backend(FencedWrites, Protocol):
         ``search``: a prefix of the job id or of the dedupe key, or text the failure reason
         contains (literal, case-sensitive)."""
 
-    def count_jobs(self, **filters: Any) -> int:
-        """How many jobs the :meth:`list_jobs` ``filters`` select."""
+    def count_jobs(self, *, at_most: int | None = None, **filters: Any) -> int:
+        """How many jobs the :meth:`list_jobs` ``filters`` select; with ``at_most``, no
+        more than that: a count that stops there (``at_most`` means "at least that many"),
+        for a page that shows "1,000+" instead of counting every match of a broad
+        search."""
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending with attempts 0, due now. False if the job is not failed, or
@@ -545,23 +550,51 @@ class StoreBase(Backend):
         :meth:`find_jobs`."""
         selection = job_filter(filters)
         check_page(limit, offset)
-        return self.find_jobs(selection, limit=limit, offset=offset, order=job_order(order))
+        sort = job_order(order)
+        if selection.search and sort is None and limit:
+            # A broad search fills its page from the newest jobs of the list (search_walk);
+            # a page that is not full there may have matches further back: the probes.
+            walk = search_walk(offset + limit)
+            page = self.find_jobs(selection, limit=limit, offset=offset, newest=walk)
+            if len(page) == limit:
+                return page
+        return self.find_jobs(selection, limit=limit, offset=offset, order=sort)
 
-    def count_jobs(self, **filters: Any) -> int:
+    def count_jobs(self, *, at_most: int | None = None, **filters: Any) -> int:
         """See :meth:`Backend.count_jobs`: checked as :meth:`list_jobs`; the store answers
         through :meth:`count_matching`."""
-        return self.count_matching(job_filter(filters))
+        check_at_most(at_most)
+        selection = job_filter(filters)
+        if selection.search and at_most is not None:
+            # A count that stops at ``at_most`` stops among the newest jobs of a list when
+            # the search is broad: a short walk first, a longer one when the short one's
+            # matches promise enough, else the probes count what they find.
+            short, long = search_walk(0), search_walk(at_most)
+            found = self.count_matching(selection, at_most=at_most, newest=short)
+            if found < at_most and long > short and found * long >= at_most * short:
+                found = self.count_matching(selection, at_most=at_most, newest=long)
+            if found >= at_most:
+                return at_most
+        return self.count_matching(selection, at_most=at_most)
 
     @abstractmethod
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
         """The jobs ``filters`` selects, newest first (``status="failed"``: newest failure
         first) unless ``order`` sorts them (ties newest first), ``offset`` skipped, at most
         ``limit`` (0: no limit). All were checked, and the filter's status and failure kind
         are known ones. ``filters.search`` matches a job whose id or dedupe key starts with
         it, or whose failure reason contains it (byte for byte: no wildcards, no case
-        folding)."""
+        folding). ``newest`` (only with a search, never with ``order``): look for the
+        matches among that many jobs only, the first of the list without its search, in
+        the list's own order: a walk that stops there, not the index probes."""
 
     # -- bulk operations: checked here once, each store writes them in one operation -----
     def retry_matching(self, **filters: Any) -> int:
@@ -647,9 +680,12 @@ class StoreBase(Backend):
         """:meth:`Backend.read_activity` for ``types`` (at least one, checked)."""
 
     @abstractmethod
-    def count_matching(self, filters: JobFilter) -> int:
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
         """How many jobs ``filters`` selects (for :meth:`count_jobs`, as :meth:`find_jobs`
-        is for :meth:`list_jobs`)."""
+        is for :meth:`list_jobs`), counting no further than ``at_most``; ``newest``: among
+        that many jobs only, as :meth:`find_jobs` takes it."""
 
     def recover_stuck_jobs(self, visibility_timeout: float) -> int:
         """Sweep until nothing expired is left: the number of jobs recovered (pending

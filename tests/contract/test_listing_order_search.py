@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from durabl.model.job import JobFilter
 from durabl.model.rules import JOB_ORDER_FIELDS, job_order
-from durabl.stores.base import Backend
+from durabl.stores import base
+from durabl.stores.base import Backend, StoreBase
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue_id
 
@@ -173,3 +175,95 @@ def test_search_bounds_hold_at_the_edges_of_the_key_space(backend: Backend) -> N
     assert found("xy\ud7ff") == {k for k in ids if k.startswith("xy\ud7ff")}
     assert backend.count_jobs(search="xz") == 1
     assert found("y") == set()
+
+
+# -- broad searches: the walk of the newest jobs, the probes behind it, capped counts ---
+
+
+def _mixed(backend: Backend, clock: FakeClock, n: int = 12) -> list[str]:
+    """``n`` jobs, oldest first, whose dedupe keys alternate ``hit-i`` and ``miss-i``."""
+    ids = []
+    for i in range(n):
+        ids.append(
+            enqueue_id(backend, data={"n": i}, dedupe_key=f"{'hit' if i % 2 else 'miss'}-{i}")
+        )
+        clock.advance(1)
+    return ids
+
+
+def test_a_search_walk_looks_only_among_the_newest_jobs_of_the_list(
+    backend: Backend, clock: FakeClock
+) -> None:
+    ids = _mixed(backend, clock)
+    hits_newest_first = [ids[i] for i in (11, 9, 7, 5, 3, 1)]
+    walked = JobFilter(search="hit-")
+    assert isinstance(backend, StoreBase)
+    found = backend.find_jobs(walked, limit=10, offset=0, newest=5)  # ids 11..7
+    assert [j.id for j in found] == hits_newest_first[:3]
+    assert [j.id for j in backend.find_jobs(walked, limit=2, offset=1, newest=5)] == (
+        hits_newest_first[1:3]
+    )
+    assert backend.count_matching(walked, newest=5) == 3
+    assert backend.count_matching(walked, newest=5, at_most=2) == 2
+    assert backend.count_matching(walked) == 6
+    # Other filters bound the list the walk goes through.
+    other = enqueue_id(backend, "other", data={"n": 99}, dedupe_key="hit-other")
+    assert [j.id for j in backend.find_jobs(walked, limit=10, offset=0, newest=1)] == [other]
+    typed = JobFilter(type="t", search="hit-")
+    assert [j.id for j in backend.find_jobs(typed, limit=10, offset=0, newest=1)] == [ids[11]]
+
+
+def test_a_search_walk_of_the_failed_list_follows_the_failure_order(
+    backend: Backend, clock: FakeClock
+) -> None:
+    first = enqueue_id(backend, data={"n": 1}, priority=2)
+    second = enqueue_id(backend, data={"n": 2}, priority=1)
+    enqueue_id(backend, data={"n": 3}, priority=0)
+    # The first enqueued fails last: the failed list puts it first.
+    assert claim_one(backend).fail_fatal("boom: disk") == "failed-terminal"
+    clock.advance(1)
+    assert claim_one(backend).id == second
+    clock.advance(1)
+    assert claim_one(backend).fail_fatal("boom: net") == "failed-terminal"
+    failing = backend.get_job(first)
+    assert failing is not None and failing.status == "failed"
+    assert isinstance(backend, StoreBase)
+    boom = JobFilter(status="failed", search="boom")
+    assert [j.id for j in backend.find_jobs(boom, limit=5, offset=0, newest=1)] == [first]
+    assert backend.count_matching(boom, newest=2) == 2
+
+
+@pytest.mark.parametrize("walks", [(1, 1), (3, 3), (100, 100), (2, 5), (4, 12)])
+def test_search_pages_are_the_same_whether_the_walk_fills_them_or_not(
+    backend: Backend, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, walks: tuple[int, int]
+) -> None:
+    """The walk of the newest jobs only answers a page (or stops a count) it fills; any
+    other page comes from the index probes: every page and count is the exact one either
+    way. ``walks``: the short walk, and the long one for anything wanted."""
+    short, long = walks
+    monkeypatch.setattr(base, "search_walk", lambda wanted: long if wanted else short)
+    ids = _mixed(backend, clock)
+    hits = [ids[i] for i in (11, 9, 7, 5, 3, 1)]
+    for limit in (1, 2, 4):
+        for offset in range(0, 7):
+            page = [j.id for j in backend.list_jobs(search="hit-", limit=limit, offset=offset)]
+            assert page == hits[offset : offset + limit], (limit, offset)
+    assert backend.count_jobs(search="hit-") == 6
+    for at_most in (1, 5, 6, 7, 50):
+        assert backend.count_jobs(search="hit-", at_most=at_most) == min(6, at_most)
+
+
+def test_count_jobs_at_most_stops_counting_there(backend: Backend) -> None:
+    for n in range(5):
+        enqueue_id(backend, data={"n": n})
+    assert backend.count_jobs(at_most=3) == 3
+    assert backend.count_jobs(at_most=5) == 5
+    assert backend.count_jobs(at_most=9) == 5
+    assert backend.count_jobs(status="pending", at_most=2) == 2
+    assert backend.count_jobs(status="failed", at_most=2) == 0
+
+
+@pytest.mark.parametrize("at_most", [0, -1, True, 2.5, "3"])
+def test_a_bad_at_most_is_a_value_error(backend: Backend, at_most: Any) -> None:
+    with pytest.raises(ValueError, match="at_most"):
+        backend.count_jobs(at_most=at_most)

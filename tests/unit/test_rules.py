@@ -8,3 +8,14 @@ def test_the_upper_bound_of_a_prefix_is_the_next_string_above_all_that_start_wit
     assert prefix_upper_bound("") is None
     for key in ("ab", "ab\U0010ffff", "abz" * 3):
         assert "ab" <= key < "ac"
+
+
+def test_a_search_walks_twenty_jobs_per_match_it_wants_within_its_bounds() -> None:
+    from durabl.model.rules import SEARCH_WALK, search_walk
+
+    least, most = SEARCH_WALK
+    assert search_walk(0) == least
+    assert search_walk(50) == max(least, 1_000)
+    assert search_walk(500) == 10_000
+    assert search_walk(1_001) == most
+    assert search_walk(10**9) == most

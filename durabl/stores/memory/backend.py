@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -405,22 +406,42 @@ class MemoryBackend(StoreBase):
             return self._store.snapshot(rec) if rec is not None else None
 
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
         with self._store.lock:
-            rows = self._store.select(filters)
-            rows.sort(key=lambda r: r.seq, reverse=True)
-            if order is not None:  # a stable sort: ties stay newest first
-                field = order.field
-                rows.sort(key=lambda r: getattr(r, field), reverse=order.descending)
-            elif filters.status == "failed":
-                rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
+            rows = self._selected(filters, order, newest)
             rows = rows[offset : offset + limit] if limit else rows[offset:]
             return [self._store.snapshot(r) for r in rows]
 
-    def count_matching(self, filters: JobFilter) -> int:
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
         with self._store.lock:
-            return len(self._store.select(filters))
+            found = len(self._selected(filters, None, newest))
+        return found if at_most is None else min(found, at_most)
+
+    def _selected(
+        self, filters: JobFilter, order: JobOrder | None, newest: int | None
+    ) -> list[Record]:
+        """The selected records in the list's order; ``newest``: the search only among
+        that many of the list's first records."""
+        walked = filters if newest is None else replace(filters, search=None)
+        rows = self._store.select(walked)
+        rows.sort(key=lambda r: r.seq, reverse=True)
+        if order is not None:  # a stable sort: ties stay newest first
+            field = order.field
+            rows.sort(key=lambda r: getattr(r, field), reverse=order.descending)
+        elif filters.status == "failed":
+            rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
+        if newest is not None:
+            rows = self._store.searched(rows[:newest], filters.search)
+        return rows
 
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         with self._store.lock:

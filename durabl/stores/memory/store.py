@@ -254,13 +254,22 @@ class MemoryStore:
                 (at := getattr(r, column)) is not None and (at >= value if at_least else at < value)
                 for column, at_least, value in ranges
             )
-            and (
-                not search
-                or r.id.startswith(search)
-                or (r.dedupe_key is not None and r.dedupe_key.startswith(search))
-                or (r.fail_reason is not None and search in r.fail_reason)
-            )
+            and (not search or self.matches(r, search))
         ]
+
+    @staticmethod
+    def matches(r: Record, search: str) -> bool:
+        """Whether ``search`` is a prefix of the id or of the dedupe key, or text in the
+        failure reason, of ``r``."""
+        return (
+            r.id.startswith(search)
+            or (r.dedupe_key is not None and r.dedupe_key.startswith(search))
+            or (r.fail_reason is not None and search in r.fail_reason)
+        )
+
+    def searched(self, rows: list[Record], search: str | None) -> list[Record]:
+        """The ``rows`` that ``search`` matches, in their order."""
+        return [r for r in rows if not search or self.matches(r, search)]
 
     # -- fences and receipts --------------------------------------------------------------
     def fence(self, job_id: str, token: str, op: str) -> Record | JobResult:

@@ -897,12 +897,22 @@ class MongoJobQueue(StoreBase):
         return self.queries.get_job(job_id)
 
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
-        return self.queries.find_jobs(filters, limit=limit, offset=offset, order=order)
+        return self.queries.find_jobs(
+            filters, limit=limit, offset=offset, order=order, newest=newest
+        )
 
-    def count_matching(self, filters: JobFilter) -> int:
-        return self.queries.count_matching(filters)
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
+        return self.queries.count_matching(filters, at_most=at_most, newest=newest)
 
     def retry(self, job_id: str) -> bool:
         return self.queries.retry(job_id)

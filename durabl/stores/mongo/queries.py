@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,14 +63,29 @@ class MongoQueries:
         return query
 
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
-        query = self._list_query(filters)
-        failed = filters.status == "failed"
         if order is not None:
             sort = [(order.field, -1 if order.descending else 1), ("_id", -1)]
         else:
-            sort = [("finished_at", -1), ("_id", -1)] if failed else [("_id", -1)]
+            sort = self._default_sort(filters)
+        if newest is not None:
+            steps = [*self._walk(filters, newest), {"$skip": offset}]
+            if limit:
+                steps.append({"$limit": limit})
+            # (No projection: mongomock refuses an exclusion ``$project``; the page's
+            # receipts are read and dropped by the codec.)
+            return self.store.call(
+                "list_jobs",
+                lambda: [codec.to_job(doc) for doc in self.store.col.aggregate(steps)],
+            )
+        query = self._list_query(filters)
 
         def fetch() -> list[Job[Any]]:
             cursor = self.store.col.find(query, NO_RECEIPTS).sort(sort).skip(offset).limit(limit)
@@ -77,9 +93,38 @@ class MongoQueries:
 
         return self.store.call("list_jobs", fetch)
 
-    def count_matching(self, filters: JobFilter) -> int:
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
+        if newest is not None:
+            steps = self._walk(filters, newest)
+            if at_most is not None:
+                steps.append({"$limit": at_most})
+            pipeline = [*steps, {"$count": "n"}]
+            counted = self.store.call(
+                "count_jobs", lambda: list(self.store.col.aggregate(pipeline))
+            )
+            return int(counted[0]["n"]) if counted else 0
         query = self._list_query(filters)
-        return self.store.call("count_jobs", lambda: self.store.col.count_documents(query))
+        limit: dict[str, Any] = {} if at_most is None else {"limit": at_most}
+        return self.store.call("count_jobs", lambda: self.store.col.count_documents(query, **limit))
+
+    @staticmethod
+    def _default_sort(filters: JobFilter) -> list[tuple[str, int]]:
+        """A list's own order, which an index serves: newest first, failed by failure."""
+        return [("finished_at", -1), ("_id", -1)] if filters.status == "failed" else [("_id", -1)]
+
+    def _walk(self, filters: JobFilter, newest: int) -> list[dict[str, Any]]:
+        """The first ``newest`` jobs of the list without its search, in its own order, then
+        those the search matches."""
+        listed = self._list_query(replace(filters, search=None))
+        searched = self._list_query(JobFilter(search=filters.search))
+        return [
+            {"$match": listed},
+            {"$sort": dict(self._default_sort(filters))},
+            {"$limit": newest},
+            {"$match": searched},
+        ]
 
     def _write_one(
         self,

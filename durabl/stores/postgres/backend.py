@@ -41,7 +41,7 @@ from durabl.stores.postgres.connection import (
     with_connect_timeout,
 )
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
-from durabl.stores.postgres.sql import ORDER_FAILED, ORDER_NEWEST, Queries, order_by
+from durabl.stores.postgres.sql import Queries, order_by
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -631,13 +631,19 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         return None if row is None else codec.to_job(row)
 
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
-        where, params = reads.filters(filters, self._q)
+        where, params = reads.filters(filters, self._q, newest)
         if order is not None:
             by = order_by(order.field, order.descending)
         else:
-            by = ORDER_FAILED if filters.status == "failed" else ORDER_NEWEST
+            by = reads.default_order(filters)
         statement = self._q.listing(self._q.list_jobs, where, by)
         values = {**params, "limit": limit or None, "offset": offset}
 
@@ -647,9 +653,15 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
 
         return [codec.to_job(row) for row in self._read("list_jobs", read)]
 
-    def count_matching(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters, self._q)
-        statement = self._q.listing(self._q.count_jobs, where)
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
+        where, params = reads.filters(filters, self._q, newest)
+        if at_most is None:
+            statement = self._q.listing(self._q.count_jobs, where)
+        else:
+            statement = self._q.listing(self._q.count_jobs_at_most, where)
+            params = {**params, "at_most": at_most}
         row = self._read("count_jobs", lambda cur: reads.one(cur, statement, params))
         return 0 if row is None else int(row["n"])
 

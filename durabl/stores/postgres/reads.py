@@ -20,7 +20,7 @@ from durabl.model.clock import as_utc
 from durabl.model.job import STATUSES, JobFilter, QueueStats
 from durabl.model.rows import decode_attempts
 from durabl.model.rules import prefix_upper_bound, stats_from_counts
-from durabl.stores.postgres.sql import FILTERS, Queries
+from durabl.stores.postgres.sql import FILTERS, ORDER_FAILED, ORDER_NEWEST, Queries
 
 
 def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow | None:
@@ -48,9 +48,18 @@ def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStat
     )
 
 
-def filters(selection: JobFilter, q: Queries) -> tuple[str, dict[str, Any]]:
+def default_order(selection: JobFilter) -> str:
+    """A list's own order, which an index serves: newest first, failed jobs by failure."""
+    return ORDER_FAILED if selection.status == "failed" else ORDER_NEWEST
+
+
+def filters(
+    selection: JobFilter, q: Queries, newest: int | None = None
+) -> tuple[str, dict[str, Any]]:
     """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is a prefix
-    of the job id or of the dedupe key, or text in the failure reason, byte for byte."""
+    of the job id or of the dedupe key, or text in the failure reason, byte for byte;
+    ``newest``: looked for only among that many of the first jobs of the list in its own
+    order (a walk of the list's index, not the search's probes)."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [FILTERS[name] for name in params]
     for name, column, op, value in selection.ranges():  # names from JobFilter, not input
@@ -65,7 +74,13 @@ def filters(selection: JobFilter, q: Queries) -> tuple[str, dict[str, Any]]:
         if b"\x00" in prefix:  # nor holds a NUL
             return "false", {}
         bound = prefix_upper_bound(search)
-        clauses.append(q.search_unbounded if bound is None else q.search)
+        if newest is not None:
+            listed = " AND ".join(clauses) or "true"
+            walk = q.search_walk.replace("{listed}", listed)
+            clauses = [walk.replace("{order}", default_order(selection))]
+            params["newest"] = newest
+        else:
+            clauses.append(q.search_unbounded if bound is None else q.search)
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
         params["search_hi"] = bound
     return (" AND ".join(clauses) or "true"), params

@@ -125,7 +125,11 @@ FILTERS = {
 # database's collation; the partial index of the jobs with a reason), the keys bounded to
 # [search, the least string above all that start with it): a search of a million jobs reads
 # what it matches, not every job of the list.
-_STARTS = "substring(convert_to(s.{c}, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
+_STARTS = "substring(convert_to({a}.{c}, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
+_HOLDS = (
+    "{a}.fail_reason IS NOT NULL "
+    "AND position(%(search_bytes)s IN convert_to({a}.fail_reason, 'UTF8')) > 0"
+)
 _FROM = "s.{c} ~>=~ %(search)s{upper}"
 SEARCH = (
     # ANY(ARRAY(...)): the matches are found first, then looked up by seq, however the
@@ -133,14 +137,27 @@ SEARCH = (
     "j.seq = ANY(ARRAY(SELECT s.seq FROM {jobs} AS s WHERE "
     + _FROM.format(c="id", upper="{upper_id}")
     + " AND "
-    + _STARTS.format(c="id")
+    + _STARTS.format(a="s", c="id")
     + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
     + _FROM.format(c="dedupe_key", upper="{upper_key}")
     + " AND "
-    + _STARTS.format(c="dedupe_key")
-    + " UNION ALL SELECT s.seq FROM {jobs} AS s "
-    "WHERE s.fail_reason IS NOT NULL "
-    "AND position(%(search_bytes)s IN convert_to(s.fail_reason, 'UTF8')) > 0))"
+    + _STARTS.format(a="s", c="dedupe_key")
+    + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
+    + _HOLDS.format(a="s")
+    + "))"
+)
+# The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's), then
+# the search's test of each of them: for a broad search, a walk that stops after that many
+# jobs, instead of probes that gather every match first.
+SEARCH_WALK = (
+    "j.seq = ANY(ARRAY(SELECT j.seq FROM {jobs} AS j WHERE {listed} ORDER BY {order} "
+    "LIMIT %(newest)s)) AND (("
+    + _STARTS.format(a="j", c="id")
+    + ") OR ("
+    + _STARTS.format(a="j", c="dedupe_key")
+    + ") OR ("
+    + _HOLDS.format(a="j")
+    + "))"
 )
 
 
@@ -391,6 +408,10 @@ STATEMENTS: dict[str, str] = {
         "LIMIT %(limit)s OFFSET %(offset)s"
     ),
     "count_jobs": "SELECT count(*) AS n FROM {jobs} AS j WHERE {where}",
+    "count_jobs_at_most": (
+        "SELECT count(*) AS n FROM (SELECT 1 FROM {jobs} AS j WHERE {where} "
+        "LIMIT %(at_most)s) AS counted"
+    ),
     "matching_ids": "SELECT j.id FROM {jobs} AS j WHERE {where} ORDER BY j.seq",
     "delete_matching": (
         "WITH gone AS (DELETE FROM {jobs} AS j WHERE ({where}) AND j.status <> 'active' "
@@ -518,6 +539,7 @@ class Queries:
 
     search: str
     search_unbounded: str
+    search_walk: str
     claim_due: str
     claim_by_key: str
     claim_by_id: str
@@ -558,6 +580,7 @@ class Queries:
     has_outstanding: str
     list_jobs: str
     count_jobs: str
+    count_jobs_at_most: str
     matching_ids: str
     delete_matching: str
     stats_counts: str
@@ -595,6 +618,7 @@ class Queries:
         #: The search clause (see SEARCH), and the same for a search no string is above.
         self.search = _render(SEARCH, {**values, **bounded})
         self.search_unbounded = _render(SEARCH, {**values, "upper_id": "", "upper_key": ""})
+        self.search_walk = _render(SEARCH_WALK, values)
 
     def listing(self, statement: str, where: str, order: str = ORDER_NEWEST) -> str:
         """``list_jobs`` or ``count_jobs`` with its WHERE clause (built from FILTERS)."""

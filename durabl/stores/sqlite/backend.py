@@ -524,15 +524,26 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
         return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
 
     def find_jobs(
-        self, filters: JobFilter, *, limit: int, offset: int, order: JobOrder | None = None
+        self,
+        filters: JobFilter,
+        *,
+        limit: int,
+        offset: int,
+        order: JobOrder | None = None,
+        newest: int | None = None,
     ) -> list[Job[Any]]:
         return self._read(
-            "list_jobs", lambda conn: queries.list_jobs(conn, filters, limit, offset, order)
+            "list_jobs",
+            lambda conn: queries.list_jobs(conn, filters, limit, offset, order, newest),
         )
 
-    def count_matching(self, filters: JobFilter) -> int:
-        where, params = queries.filters(filters)
-        return self._read("count_jobs", lambda conn: queries.count_jobs(conn, where, params))
+    def count_matching(
+        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
+    ) -> int:
+        where, params = queries.filters(filters, newest)
+        return self._read(
+            "count_jobs", lambda conn: queries.count_jobs(conn, where, params, at_most)
+        )
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending, due now, attempts 0. False when the job is not failed or its

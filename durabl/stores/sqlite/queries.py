@@ -89,10 +89,11 @@ def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> boo
     return row is not None
 
 
-def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
+def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
     """A WHERE clause and its parameters. ``search`` is a prefix of the job id or of the
     dedupe key, or text in the failure reason, compared byte for byte (case-sensitive, no
-    wildcards)."""
+    wildcards); ``newest``: looked for only among that many of the first jobs of the list
+    in its own order (a walk of the list's index, not the search's probes)."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
     for name, column, op, value in selection.ranges():
@@ -101,7 +102,16 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
     search = selection.search
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
-        clauses.append(_SEARCH)
+        if newest is None:
+            clauses.append(_SEARCH)
+        else:
+            listed = " AND ".join(clauses) or "1"
+            clauses = [
+                f"seq IN (SELECT seq FROM {JOBS} WHERE {listed} "
+                f"ORDER BY {default_order(selection)} LIMIT :newest)",
+                _MATCHES,
+            ]
+            params["newest"] = newest
         bound = prefix_upper_bound(search)
         params.update(
             search_len=len(prefix),
@@ -110,6 +120,11 @@ def filters(selection: JobFilter) -> tuple[str, dict[str, Any]]:
             search_hi=b"\xff" if bound is None else bound.encode("utf-8", "surrogatepass"),
         )
     return (" AND ".join(clauses) or "1"), params
+
+
+def default_order(selection: JobFilter) -> str:
+    """A list's own order, which an index serves: newest first, failed jobs by failure."""
+    return "finished_at DESC, seq DESC" if selection.status == "failed" else "seq DESC"
 
 
 # A key starts with the search exactly when its UTF-8 bytes start with the search's: no
@@ -127,18 +142,29 @@ _SEARCH = (
     "durabl_has_reason WHERE fail_reason IS NOT NULL AND "
     "instr(CAST(fail_reason AS BLOB), :search_bytes) > 0)"
 )
+# The same test of one row, for a walk of the newest jobs of a list.
+_MATCHES = (
+    f"({_STARTS.format(c='id')} OR {_STARTS.format(c='dedupe_key')} OR "
+    "(fail_reason IS NOT NULL AND instr(CAST(fail_reason AS BLOB), :search_bytes) > 0))"
+)
 
 
 def list_jobs(
-    conn: sqlite3.Connection, selection: JobFilter, limit: int, offset: int, sort: JobOrder | None
+    conn: sqlite3.Connection,
+    selection: JobFilter,
+    limit: int,
+    offset: int,
+    sort: JobOrder | None,
+    newest: int | None = None,
 ) -> list[Job[Any]]:
     """The jobs ``selection`` selects, in ``sort`` order or newest first (failed jobs by
-    failure time), ``offset`` skipped, at most ``limit`` (0: no limit)."""
-    where, params = filters(selection)
+    failure time), ``offset`` skipped, at most ``limit`` (0: no limit); ``newest`` as
+    :func:`filters` takes it."""
+    where, params = filters(selection, newest)
     params.update(limit=sql_limit(limit), offset=offset)
     page = "LIMIT :limit OFFSET :offset"
     if sort is None:  # an index serves the order: rows are read only for the page
-        order = "finished_at DESC, seq DESC" if selection.status == "failed" else "seq DESC"
+        order = default_order(selection)
         statement = f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} {page}"
     else:
         # The field is one of JOB_ORDER_FIELDS, never user text. No index serves it: sort
@@ -158,8 +184,16 @@ def matching_ids(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -
     return [row[0] for row in rows]
 
 
-def count_jobs(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> int:
-    count: int = conn.execute(f"SELECT count(*) FROM {JOBS} WHERE {where}", params).fetchone()[0]
+def count_jobs(
+    conn: sqlite3.Connection, where: str, params: dict[str, Any], at_most: int | None = None
+) -> int:
+    """How many jobs ``where`` selects, counting no further than ``at_most``."""
+    if at_most is None:
+        statement = f"SELECT count(*) FROM {JOBS} WHERE {where}"
+    else:
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM {JOBS} WHERE {where} LIMIT :at_most)"
+        params = {**params, "at_most": at_most}
+    count: int = conn.execute(statement, params).fetchone()[0]
     return count
 
 
