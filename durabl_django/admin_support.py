@@ -226,18 +226,30 @@ class JobListing:
         #: Whether a search matched more than SEARCH_COUNT_LIMIT jobs: ``count()`` is then
         #: that limit, and the listing reaches only that many.
         self.capped = capped
+        self._first_page: list[Job[Any]] | None = None
 
     def count(self) -> int:
         if self._count is None:
             if self.filters.search:
-                found = self.queue.count_jobs(
-                    **self.filters.queue_filters(), at_most=SEARCH_COUNT_LIMIT + 1
-                )
-                self.capped = found > SEARCH_COUNT_LIMIT
-                self._count = min(found, SEARCH_COUNT_LIMIT)
+                self._count = self._count_search()
             else:
                 self._count = self.queue.count_jobs(**self.filters.queue_filters())
         return self._count
+
+    def _count_search(self) -> int:
+        # The first page first: a search that does not fill it has been counted by it
+        # (a narrow search then costs its index probes once, not twice), and the page
+        # is kept for the slice that asks for it.
+        first = self.fetch(0, PAGE_SIZE)
+        if len(first) < PAGE_SIZE:
+            self._first_page = first
+            return len(first)
+        found = self.queue.count_jobs(
+            **self.filters.queue_filters(), at_most=SEARCH_COUNT_LIMIT + 1
+        )
+        self.capped = found > SEARCH_COUNT_LIMIT
+        self._first_page = first
+        return min(found, SEARCH_COUNT_LIMIT)
 
     def count_label(self) -> str:
         """The count as a page shows it: ``1,000+`` when the search matched more."""
@@ -262,6 +274,9 @@ class JobListing:
         return self.fetch(start, stop - start) if stop > start else []
 
     def fetch(self, offset: int, limit: int) -> list[Job[Any]]:
+        first = self._first_page
+        if first is not None and offset == 0 and limit <= PAGE_SIZE:
+            return first[:limit]
         return self.queue.list_jobs(
             **self.filters.queue_filters(), limit=limit, offset=offset, order=self.filters.order
         )

@@ -29,7 +29,6 @@ from durabl_django.admin_support import (
     LISTED_STATUSES,
     PAGE_SIZE,
     RETRY_PERMISSION,
-    SEARCH_COUNT_LIMIT,
     SEARCH_VAR,
     SELECTED,
     SORT_LIMIT,
@@ -322,8 +321,8 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     sort_note = ""
     if listing.capped:
         sort_note = (
-            f"This search matches more than {SEARCH_COUNT_LIMIT:,} jobs: the list shows the "
-            f"newest {SEARCH_COUNT_LIMIT:,} and cannot be sorted. Search for more of the id "
+            f"This search matches more than {listing.count():,} jobs: the list shows the "
+            f"newest {listing.count():,} and cannot be sorted. Search for more of the id "
             "or key, or filter by type or date."
         )
     elif not sortable:

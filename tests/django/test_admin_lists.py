@@ -170,6 +170,34 @@ def test_a_list_too_long_to_sort_keeps_its_order_and_says_why(
     assert "Filter by type or date first" not in narrowed
 
 
+def test_a_broad_search_counts_to_its_limit_and_pages_through_that_many(
+    admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from durabl_django import admin_support, views
+
+    monkeypatch.setattr(admin_support, "SEARCH_COUNT_LIMIT", 3)
+    for module in (admin_support, views):
+        monkeypatch.setattr(module, "PAGE_SIZE", 2)
+    keys = [queue.enqueue("email", {"n": n}, dedupe_key=f"user:{n}") for n in range(5)]
+    newest = list(reversed(keys))
+    url = changelist("pending")
+    page = admin_client.get(url, {"q": "user:", "o": "priority"})
+    text = page.content.decode()
+    assert "3+ results" in text
+    assert "3+ pending jobs" in text
+    assert "matches more than 3 jobs: the list shows the newest 3" in text
+    assert 'href="?o=' not in text  # a capped search is not sorted
+    assert rows(page) == newest[:2]  # newest first, 'o' dropped
+    # The count stops at the limit: the last page ends there.
+    assert rows(admin_client.get(url, {"q": "user:", "p": "2"})) == newest[2:3]
+    assert rows(admin_client.get(url, {"q": "user:", "p": "3"})) == newest[2:3]
+    # A search that does not fill its first page is counted by that page: exact.
+    exact = admin_client.get(url, {"q": "user:1"}).content.decode()
+    assert "1 result (" in exact and "3+" not in exact
+    two = admin_client.get(url, {"q": "user:", "type": "email", "p": "1"})
+    assert "3+ results" in two.content.decode()
+
+
 def test_failed_list_sorts_by_attempts_and_failure_time(
     admin_client: Client, queue: JobQueue
 ) -> None:

@@ -80,7 +80,7 @@ def filters(
             clauses = [walk.replace("{order}", default_order(selection))]
             params["newest"] = newest
         else:
-            clauses.append(q.search_unbounded if bound is None else q.search)
+            clauses.append(q.searches[bound is not None, "status" in params])
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
         params["search_hi"] = bound
     return (" AND ".join(clauses) or "true"), params

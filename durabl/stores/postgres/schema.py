@@ -289,6 +289,17 @@ def _add_search_indexes(t: Tables) -> list[str]:
     ]
 
 
+def _reasons_by_status(t: Tables) -> list[str]:
+    """The jobs that have a failure reason indexed by status: a list of one status (the
+    completed jobs, the pending ones) searches only its own jobs' reasons."""
+    jobs = t.qualified()
+    return [
+        f"CREATE INDEX IF NOT EXISTS {t.index('reason_by_status')} ON {jobs}(status, seq) "
+        "WHERE fail_reason IS NOT NULL",
+        f"DROP INDEX IF EXISTS {t.qualified('_has_reason')}",  # the index's own name
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -298,6 +309,7 @@ MIGRATIONS: list[Migration] = [
     (6, _add_trace_context),
     (7, _add_failed_kind),
     (8, _add_search_indexes),
+    (9, _reasons_by_status),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

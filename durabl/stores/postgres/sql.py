@@ -144,7 +144,9 @@ SEARCH = (
     + _STARTS.format(a="s", c="dedupe_key")
     + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
     + _HOLDS.format(a="s")
-    + "))"
+    # A list of one status probes only its own jobs' reasons (the reasons' index is by
+    # status): the completed list's search does not read the failed jobs' reasons.
+    + "{reason_status}))"
 )
 # The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's), then
 # the search's test of each of them: for a broad search, a walk that stops after that many
@@ -537,8 +539,7 @@ class Queries:
     """The statements for one set of tables, rendered once; each is an attribute named as
     in :data:`STATEMENTS`."""
 
-    search: str
-    search_unbounded: str
+    searches: dict[tuple[bool, bool], str]
     search_walk: str
     claim_due: str
     claim_by_key: str
@@ -615,9 +616,17 @@ class Queries:
             "upper_id": " AND s.id ~<~ %(search_hi)s",
             "upper_key": " AND s.dedupe_key ~<~ %(search_hi)s",
         }
-        #: The search clause (see SEARCH), and the same for a search no string is above.
-        self.search = _render(SEARCH, {**values, **bounded})
-        self.search_unbounded = _render(SEARCH, {**values, "upper_id": "", "upper_key": ""})
+        unbounded = {"upper_id": "", "upper_key": ""}
+        of_status = {"reason_status": " AND s.status = %(status)s"}
+        any_status = {"reason_status": ""}
+        #: The search clause (see SEARCH) by whether a string is above all that start
+        #: with the search (bounded), and whether the list is of one status.
+        self.searches = {
+            (True, False): _render(SEARCH, {**values, **bounded, **any_status}),
+            (False, False): _render(SEARCH, {**values, **unbounded, **any_status}),
+            (True, True): _render(SEARCH, {**values, **bounded, **of_status}),
+            (False, True): _render(SEARCH, {**values, **unbounded, **of_status}),
+        }
         self.search_walk = _render(SEARCH_WALK, values)
 
     def listing(self, statement: str, where: str, order: str = ORDER_NEWEST) -> str:

@@ -103,7 +103,7 @@ def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
         if newest is None:
-            clauses.append(_SEARCH)
+            clauses.append(_SEARCH_OF_STATUS if "status" in params else _SEARCH)
         else:
             listed = " AND ".join(clauses) or "1"
             clauses = [
@@ -134,14 +134,18 @@ def default_order(selection: JobFilter) -> str:
 # reads only what it matches, not every job of the list.
 _STARTS = "substr(CAST({c} AS BLOB), 1, :search_len) = :search_bytes"
 _IN_RANGE = "{c} >= CAST(:search_bytes AS TEXT) AND {c} < CAST(:search_hi AS TEXT)"
-_SEARCH = (
+_PROBES = (
     f"seq IN (SELECT seq FROM {JOBS} WHERE {_IN_RANGE.format(c='id')} AND "
     f"{_STARTS.format(c='id')} UNION ALL SELECT seq FROM {JOBS} INDEXED BY durabl_dedupe_key "
     f"WHERE dedupe_key IS NOT NULL AND {_IN_RANGE.format(c='dedupe_key')} AND "
     f"{_STARTS.format(c='dedupe_key')} UNION ALL SELECT seq FROM {JOBS} INDEXED BY "
-    "durabl_has_reason WHERE fail_reason IS NOT NULL AND "
+    "durabl_reason_by_status WHERE fail_reason IS NOT NULL{status} AND "
     "instr(CAST(fail_reason AS BLOB), :search_bytes) > 0)"
 )
+_SEARCH = _PROBES.format(status="")
+# A list of one status probes only its own jobs' reasons (the reasons' index is by
+# status): the completed list's search does not read the failed jobs' reasons.
+_SEARCH_OF_STATUS = _PROBES.format(status=" AND status = :status")
 # The same test of one row, for a walk of the newest jobs of a list.
 _MATCHES = (
     f"({_STARTS.format(c='id')} OR {_STARTS.format(c='dedupe_key')} OR "

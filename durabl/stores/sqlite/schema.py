@@ -229,6 +229,16 @@ def _add_search_indexes(conn: sqlite3.Connection) -> None:
     )
 
 
+def _reasons_by_status(conn: sqlite3.Connection) -> None:
+    """The jobs that have a failure reason indexed by status: a list of one status (the
+    completed jobs, the pending ones) searches only its own jobs' reasons."""
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_reason_by_status ON {JOBS_TABLE}(status, seq) "
+        "WHERE fail_reason IS NOT NULL"
+    )
+    conn.execute("DROP INDEX IF EXISTS durabl_has_reason")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -242,6 +252,7 @@ MIGRATIONS: list[Migration] = [
     (8, _add_trace_context),
     (9, _add_failed_kind),
     (10, _add_search_indexes),
+    (11, _reasons_by_status),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
