@@ -131,6 +131,20 @@ class JobOrder:
     descending: bool = False
 
 
+@dataclass(frozen=True)
+class JobPage:
+    """Which of the selected jobs a store's ``find_jobs`` returns: ``offset`` skipped, at
+    most ``limit`` (0: no limit), in ``order`` (None: the list's own order); ``newest``
+    (only with a search, never with ``order``): the matches among that many jobs only,
+    the first of the list without its search in its own order, a walk that stops there
+    instead of the index probes."""
+
+    limit: int
+    offset: int = 0
+    order: JobOrder | None = None
+    newest: int | None = None
+
+
 def job_order(order: str | None) -> JobOrder | None:
     """The sort ``order`` names (``"run_at"``, ``"-created_at"``...), checked once for every
     store: ``ValueError`` for anything but a sortable field; None for the default order."""

@@ -42,7 +42,7 @@ from durabl.model.job import Release as Release  # noqa: PLC0414
 from durabl.model.options import NewJob, check_job_type
 from durabl.model.rules import (
     PRUNE_STATUSES,
-    JobOrder,
+    JobPage,
     check_at_most,
     check_page,
     job_filter,
@@ -555,10 +555,10 @@ class StoreBase(Backend):
             # A broad search fills its page from the newest jobs of the list (search_walk);
             # a page that is not full there may have matches further back: the probes.
             walk = search_walk(offset + limit)
-            page = self.find_jobs(selection, limit=limit, offset=offset, newest=walk)
+            page = self.find_jobs(selection, JobPage(limit, offset, newest=walk))
             if len(page) == limit:
                 return page
-        return self.find_jobs(selection, limit=limit, offset=offset, order=sort)
+        return self.find_jobs(selection, JobPage(limit, offset, sort))
 
     def count_jobs(self, *, at_most: int | None = None, **filters: Any) -> int:
         """See :meth:`Backend.count_jobs`: checked as :meth:`list_jobs`; the store answers
@@ -578,23 +578,13 @@ class StoreBase(Backend):
         return self.count_matching(selection, at_most=at_most)
 
     @abstractmethod
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
         """The jobs ``filters`` selects, newest first (``status="failed"``: newest failure
-        first) unless ``order`` sorts them (ties newest first), ``offset`` skipped, at most
-        ``limit`` (0: no limit). All were checked, and the filter's status and failure kind
-        are known ones. ``filters.search`` matches a job whose id or dedupe key starts with
-        it, or whose failure reason contains it (byte for byte: no wildcards, no case
-        folding). ``newest`` (only with a search, never with ``order``): look for the
-        matches among that many jobs only, the first of the list without its search, in
-        the list's own order: a walk that stops there, not the index probes."""
+        first) unless ``page.order`` sorts them (ties newest first), the ``page`` of them
+        (see :class:`~durabl.model.rules.JobPage`). All were checked, and the filter's
+        status and failure kind are known ones. ``filters.search`` matches a job whose id
+        or dedupe key starts with it, or whose failure reason contains it (byte for byte:
+        no wildcards, no case folding)."""
 
     # -- bulk operations: checked here once, each store writes them in one operation -----
     def retry_matching(self, **filters: Any) -> int:

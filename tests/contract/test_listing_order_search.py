@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durabl.model.job import JobFilter
-from durabl.model.rules import JOB_ORDER_FIELDS, job_order
+from durabl.model.rules import JOB_ORDER_FIELDS, JobPage, job_order
 from durabl.stores import base
 from durabl.stores.base import Backend, StoreBase
 from durabl.testing import FakeClock
@@ -198,9 +198,9 @@ def test_a_search_walk_looks_only_among_the_newest_jobs_of_the_list(
     hits_newest_first = [ids[i] for i in (11, 9, 7, 5, 3, 1)]
     walked = JobFilter(search="hit-")
     assert isinstance(backend, StoreBase)
-    found = backend.find_jobs(walked, limit=10, offset=0, newest=5)  # ids 11..7
+    found = backend.find_jobs(walked, JobPage(10, 0, newest=5))  # ids 11..7
     assert [j.id for j in found] == hits_newest_first[:3]
-    assert [j.id for j in backend.find_jobs(walked, limit=2, offset=1, newest=5)] == (
+    assert [j.id for j in backend.find_jobs(walked, JobPage(2, 1, newest=5))] == (
         hits_newest_first[1:3]
     )
     assert backend.count_matching(walked, newest=5) == 3
@@ -208,9 +208,9 @@ def test_a_search_walk_looks_only_among_the_newest_jobs_of_the_list(
     assert backend.count_matching(walked) == 6
     # Other filters bound the list the walk goes through.
     other = enqueue_id(backend, "other", data={"n": 99}, dedupe_key="hit-other")
-    assert [j.id for j in backend.find_jobs(walked, limit=10, offset=0, newest=1)] == [other]
+    assert [j.id for j in backend.find_jobs(walked, JobPage(10, 0, newest=1))] == [other]
     typed = JobFilter(type="t", search="hit-")
-    assert [j.id for j in backend.find_jobs(typed, limit=10, offset=0, newest=1)] == [ids[11]]
+    assert [j.id for j in backend.find_jobs(typed, JobPage(10, 0, newest=1))] == [ids[11]]
 
 
 def test_a_search_walk_of_the_failed_list_follows_the_failure_order(
@@ -229,7 +229,7 @@ def test_a_search_walk_of_the_failed_list_follows_the_failure_order(
     assert failing is not None and failing.status == "failed"
     assert isinstance(backend, StoreBase)
     boom = JobFilter(status="failed", search="boom")
-    assert [j.id for j in backend.find_jobs(boom, limit=5, offset=0, newest=1)] == [first]
+    assert [j.id for j in backend.find_jobs(boom, JobPage(5, 0, newest=1))] == [first]
     assert backend.count_matching(boom, newest=2) == 2
 
 

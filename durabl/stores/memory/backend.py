@@ -25,7 +25,7 @@ from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
-from durabl.model.rules import STALLED_REASON, JobOrder, reap_decision, stats_from_counts
+from durabl.model.rules import STALLED_REASON, JobOrder, JobPage, reap_decision, stats_from_counts
 from durabl.stores import base
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
@@ -405,17 +405,10 @@ class MemoryBackend(StoreBase):
             rec = self._store.jobs.get(job_id)
             return self._store.snapshot(rec) if rec is not None else None
 
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
+        limit, offset = page.limit, page.offset
         with self._store.lock:
-            rows = self._selected(filters, order, newest)
+            rows = self._selected(filters, page.order, page.newest)
             rows = rows[offset : offset + limit] if limit else rows[offset:]
             return [self._store.snapshot(r) for r in rows]
 

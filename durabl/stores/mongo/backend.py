@@ -38,7 +38,12 @@ from durabl.model.options import (
     RECEIPTS_KEPT,
     NewJob,
 )
-from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run, resolve_miss
+from durabl.model.rules import (
+    JobPage,
+    created_claimed,
+    enqueues_before_inline_run,
+    resolve_miss,
+)
 from durabl.stores import base, push
 from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
 from durabl.stores.mongo import cancel, codec, factory, flow, indexes
@@ -896,18 +901,8 @@ class MongoJobQueue(StoreBase):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self.queries.get_job(job_id)
 
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
-        return self.queries.find_jobs(
-            filters, limit=limit, offset=offset, order=order, newest=newest
-        )
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
+        return self.queries.find_jobs(filters, page)
 
     def count_matching(
         self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None

@@ -15,7 +15,7 @@ from pymongo.errors import DuplicateKeyError
 from durabl.model import activity
 from durabl.model.clock import as_utc
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
-from durabl.model.rules import JobOrder, stats_from_counts
+from durabl.model.rules import JobPage, stats_from_counts
 from durabl.stores.mongo import cancel, codec
 from durabl.stores.mongo.codec import SLOTS
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
@@ -62,15 +62,8 @@ class MongoQueries:
             query["$or"] = terms
         return query
 
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
+        limit, offset, order, newest = page.limit, page.offset, page.order, page.newest
         if order is not None:
             sort = [(order.field, -1 if order.descending else 1), ("_id", -1)]
         else:

@@ -23,7 +23,7 @@ from durabl.model.flow import LimitedTypes, RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder, enqueues_before_inline_run
+from durabl.model.rules import JobPage, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base, push
@@ -630,22 +630,15 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         row = self._read("get_job", lambda cur: reads.one(cur, self._q.get_job, {"id": job_id}))
         return None if row is None else codec.to_job(row)
 
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
-        where, params = reads.filters(filters, self._q, newest)
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
+        where, params = reads.filters(filters, self._q, page.newest)
+        order = page.order
         if order is not None:
             by = order_by(order.field, order.descending)
         else:
             by = reads.default_order(filters)
         statement = self._q.listing(self._q.list_jobs, where, by)
-        values = {**params, "limit": limit or None, "offset": offset}
+        values = {**params, "limit": page.limit or None, "offset": page.offset}
 
         def read(cur: Tx) -> list[DictRow]:
             cur.execute(statement, values)

@@ -151,15 +151,14 @@ SEARCH = (
 # The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's), then
 # the search's test of each of them: for a broad search, a walk that stops after that many
 # jobs, instead of probes that gather every match first.
+_ROW_TESTS = (
+    _STARTS.format(a="j", c="id"),
+    _STARTS.format(a="j", c="dedupe_key"),
+    _HOLDS.format(a="j"),
+)
 SEARCH_WALK = (
     "j.seq = ANY(ARRAY(SELECT j.seq FROM {jobs} AS j WHERE {listed} ORDER BY {order} "
-    "LIMIT %(newest)s)) AND (("
-    + _STARTS.format(a="j", c="id")
-    + ") OR ("
-    + _STARTS.format(a="j", c="dedupe_key")
-    + ") OR ("
-    + _HOLDS.format(a="j")
-    + "))"
+    "LIMIT %(newest)s)) AND (" + " OR ".join(f"({test})" for test in _ROW_TESTS) + ")"
 )
 
 

@@ -23,7 +23,7 @@ from durabl.model.flow import RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobOrder, created_claimed, enqueues_before_inline_run
+from durabl.model.rules import JobPage, created_claimed, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores import base
@@ -523,19 +523,8 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
     def get_job(self, job_id: str) -> Job[Any] | None:
         return self._read("get_job", lambda conn: queries.get_job(conn, job_id))
 
-    def find_jobs(
-        self,
-        filters: JobFilter,
-        *,
-        limit: int,
-        offset: int,
-        order: JobOrder | None = None,
-        newest: int | None = None,
-    ) -> list[Job[Any]]:
-        return self._read(
-            "list_jobs",
-            lambda conn: queries.list_jobs(conn, filters, limit, offset, order, newest),
-        )
+    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
+        return self._read("list_jobs", lambda conn: queries.list_jobs(conn, filters, page))
 
     def count_matching(
         self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None

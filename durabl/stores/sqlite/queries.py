@@ -14,7 +14,7 @@ from typing import Any
 from durabl.model import activity
 from durabl.model.job import STATUSES, Job, JobFilter, LogEntry, QueueStats
 from durabl.model.rows import decode_attempts
-from durabl.model.rules import JobOrder, prefix_upper_bound, stats_from_counts
+from durabl.model.rules import JobPage, prefix_upper_bound, stats_from_counts
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -153,23 +153,16 @@ _MATCHES = (
 )
 
 
-def list_jobs(
-    conn: sqlite3.Connection,
-    selection: JobFilter,
-    limit: int,
-    offset: int,
-    sort: JobOrder | None,
-    newest: int | None = None,
-) -> list[Job[Any]]:
-    """The jobs ``selection`` selects, in ``sort`` order or newest first (failed jobs by
-    failure time), ``offset`` skipped, at most ``limit`` (0: no limit); ``newest`` as
-    :func:`filters` takes it."""
-    where, params = filters(selection, newest)
-    params.update(limit=sql_limit(limit), offset=offset)
-    page = "LIMIT :limit OFFSET :offset"
+def list_jobs(conn: sqlite3.Connection, selection: JobFilter, page: JobPage) -> list[Job[Any]]:
+    """The ``page`` of the jobs ``selection`` selects, in ``page.order`` or newest first
+    (failed jobs by failure time)."""
+    where, params = filters(selection, page.newest)
+    params.update(limit=sql_limit(page.limit), offset=page.offset)
+    sort = page.order
+    window = "LIMIT :limit OFFSET :offset"
     if sort is None:  # an index serves the order: rows are read only for the page
         order = default_order(selection)
-        statement = f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} {page}"
+        statement = f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE {where} ORDER BY {order} {window}"
     else:
         # The field is one of JOB_ORDER_FIELDS, never user text. No index serves it: sort
         # the selected rows by their key alone, then read the columns of the page's rows
@@ -177,7 +170,7 @@ def list_jobs(
         order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
         statement = (
             f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE seq IN (SELECT seq FROM {JOBS} "
-            f"WHERE {where} ORDER BY {order} {page}) ORDER BY {order}"
+            f"WHERE {where} ORDER BY {order} {window}) ORDER BY {order}"
         )
     return jobs_from_rows(conn, conn.execute(statement, params).fetchall())
 
