@@ -63,6 +63,15 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("durabl_type_status", [("type", 1), ("status", 1), ("run_at", 1)]),
     # Failed jobs newest first; counts by status across types.
     IndexSpec("durabl_status_finished", [("status", 1), ("finished_at", -1)]),
+    # The lists of the other statuses, newest first (``list_jobs(status=...)``, the admin,
+    # the newest jobs a search walks), read in index order instead of sorted.
+    IndexSpec("durabl_status_newest", [("status", 1), ("_id", -1)]),
+    # A search by the start of a dedupe key (an anchored regex is an index range).
+    IndexSpec(
+        "durabl_dedupe_key",
+        [("dedupe_key", 1)],
+        {"partialFilterExpression": {"dedupe_key": {"$exists": True}}},
+    ),
 )
 
 
