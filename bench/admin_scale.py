@@ -6,7 +6,9 @@ admin makes and each admin page (through Django's test client), median of severa
     .venv/bin/python bench/admin_scale.py --bar 200 --repeat 5 --refill
 
 Exits 1 when a page's median is over ``--bar`` ms. The filled file is kept under /tmp
-(named by the job count) so a rerun skips the fill; ``--refill`` rebuilds it.
+(named by the job count) so a rerun skips the fill; ``--refill`` rebuilds it. The file has
+no statistics (``sqlite_stat1``), as an application's own file seldom has: the query
+plans must not need them. ``--analyze`` runs ``ANALYZE`` after the fill (a file of its own).
 ``--postgres URL`` fills (by COPY, once) and times a table ``durabl_admin_scale_<jobs>`` in
 that database instead.
 """
@@ -95,7 +97,7 @@ def job_rows(jobs: int) -> Iterator[list[tuple[Any, ...]]]:
         yield rows
 
 
-def fill_sqlite(path: Path, jobs: int) -> None:
+def fill_sqlite(path: Path, jobs: int, analyze: bool) -> None:
     """``jobs`` rows of a realistic mix, written with executemany in big transactions."""
     from durabl.stores.sqlite import SqliteJobQueue
 
@@ -108,7 +110,8 @@ def fill_sqlite(path: Path, jobs: int) -> None:
     for rows in job_rows(jobs):
         with conn:
             conn.executemany(insert, rows)
-    conn.execute("ANALYZE")
+    if analyze:
+        conn.execute("ANALYZE")
     conn.close()
 
 
@@ -193,6 +196,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--bar", type=float, default=200.0, help="ms a page may take")
     parser.add_argument("--refill", action="store_true")
+    parser.add_argument("--analyze", action="store_true", help="SQLite: ANALYZE after the fill")
     parser.add_argument(
         "--postgres",
         metavar="URL",
@@ -215,13 +219,15 @@ def main() -> int:
         from durabl.stores.sqlite import SqliteJobQueue, schema
 
         # One file per schema version: a file migrated by newer code is refused by older.
-        path = Path(f"/tmp/durabl_admin_scale_{args.jobs}_v{schema.latest_version()}.sqlite3")
+        stats = "_stats" if args.analyze else ""
+        version = schema.latest_version()
+        path = Path(f"/tmp/durabl_admin_scale_{args.jobs}_v{version}{stats}.sqlite3")
         if args.refill or not path.exists():
-            fill_sqlite(path, args.jobs)
+            fill_sqlite(path, args.jobs, args.analyze)
             print(f"filled {args.jobs:,} jobs in {time.perf_counter() - start:.1f} s: {path}")
         url = f"sqlite:///{path}"
         store = SqliteJobQueue(str(path))
-        name = "SQLite"
+        name = "SQLite" + (" (ANALYZEd)" if args.analyze else " (no statistics)")
     store.startup()  # applies new migrations (indexes) to a cached file
     job_id = store.list_jobs(status="failed", limit=1)[0].id
     queries: list[tuple[str, Callable[[], Any]]] = []
@@ -239,6 +245,18 @@ def main() -> int:
         (
             "list_jobs(failed, order=-updated_at)",
             lambda: store.list_jobs(status="failed", order="-updated_at", limit=50),
+        ),
+        (
+            "list_jobs(completed, order=finished_at)",
+            lambda: store.list_jobs(status="completed", order="finished_at", limit=50),
+        ),
+        (
+            "list_jobs(pending, order=run_at)",
+            lambda: store.list_jobs(status="pending", order="run_at", limit=50),
+        ),
+        (
+            "list_jobs(pending, order=-run_at)",
+            lambda: store.list_jobs(status="pending", order="-run_at", limit=50),
         ),
         (
             "list_jobs(failed, type=email)",
@@ -289,6 +307,13 @@ def main() -> int:
             "/admin/durabl_django/cancelledjob/?o=-created_at",
         ),
         ("failed list, sorted by attempts", "/admin/durabl_django/job/?o=attempts"),
+        (
+            "completed list, sorted by finish, oldest",
+            "/admin/durabl_django/completedjob/?o=finished_at",
+        ),
+        ("failed list, sorted by failure, oldest", "/admin/durabl_django/job/?o=finished_at"),
+        ("pending list, sorted by run at", "/admin/durabl_django/pendingjob/?o=run_at"),
+        ("pending list, sorted by -run at, page 400", "/admin/durabl_django/pendingjob/?o=-run_at&p=400"),
         ("completed list, past 24 hours", "/admin/durabl_django/completedjob/?d=24h"),
     ]
     over = []

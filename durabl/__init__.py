@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         StartReaperResult,
     )
     from durabl.model.options import NewJob
+    from durabl.model.rules import INDEXED_ORDERS, JOB_ORDER_FIELDS, served_by_index
     from durabl.model.schedule import Schedule
     from durabl.model.schema import PayloadIssue, PayloadValidationError
     from durabl.model.workers import WorkerInfo
@@ -122,6 +123,9 @@ __all__ = [
     "add_enqueue_hook",
     "add_run_hook",
     "NewJob",
+    "INDEXED_ORDERS",
+    "JOB_ORDER_FIELDS",
+    "served_by_index",
     "Schedule",
     "ScheduleError",
     "SchemaError",
@@ -180,6 +184,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "StartReaperResult",
     ),
     "durabl.model.options": ("NewJob",),
+    "durabl.model.rules": ("INDEXED_ORDERS", "JOB_ORDER_FIELDS", "served_by_index"),
     "durabl.model.schedule": ("Schedule",),
     "durabl.model.schema": ("PayloadIssue", "PayloadValidationError"),
     "durabl.model.workers": ("WorkerInfo",),

@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 import durabl_django
-from durabl import FAILURE_KINDS, STATUSES, FailureKind, Job
+from durabl import FAILURE_KINDS, JOB_ORDER_FIELDS, STATUSES, FailureKind, Job
 
 if TYPE_CHECKING:
     from durabl import JobQueue
@@ -35,7 +35,7 @@ SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works
 TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", "o"
 STATUS_VAR = "status"
 #: The ``list_jobs`` orders the lists' column headings sort by.
-SORTABLE = ("type", "priority", "run_at", "attempts", "created_at", "updated_at")
+SORTABLE = JOB_ORDER_FIELDS
 #: The most jobs a list sorts by a column. No index serves those orders, so a sort reads
 #: every matching job: beyond this many (about 100 ms on SQLite), the list keeps its
 #: default order and asks for a filter first.

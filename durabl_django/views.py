@@ -7,6 +7,7 @@ breadcrumbs). Job data reaches the templates as plain strings, which Django esca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -19,8 +20,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import get_text_list
 
-from durabl import FAILURE_KINDS, Job, QueueStats, Schedule, total_stats
+from durabl import FAILURE_KINDS, Job, QueueStats, Schedule, served_by_index, total_stats
 from durabl_django.admin_support import (
     CANCEL_PERMISSION,
     DATE_RANGES,
@@ -152,7 +154,7 @@ def _columns(status: str) -> list[Column]:
             Column("Failure kind"),
             Column("Reason"),
             Column("Attempts", "attempts"),
-            Column("Failed at (UTC)", "updated_at"),
+            Column("Failed at (UTC)", "finished_at"),
             key,
         ]
     if status == "pending":
@@ -177,10 +179,15 @@ def _columns(status: str) -> list[Column]:
     return [
         Column("Type", "type"),
         Column("Attempts", "attempts"),
-        Column("Finished at (UTC)", "updated_at"),
+        Column("Finished at (UTC)", "finished_at"),
         Column("Created at (UTC)", "created_at"),
         key,
     ]
+
+
+def _finished(job: Job[Any]) -> datetime:
+    """When a finished job finished (its last write, for a job read without the field)."""
+    return job_value(job, "finished_at") or job.updated_at
 
 
 def _cells(job: Job[Any], empty: str) -> list[Cell]:
@@ -192,7 +199,7 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
             Cell(kind_label(job.failure_kind) or empty),
             Cell(first_line(reason, 100) or empty, title=first_line(reason, 1000), css=WIDE),
             Cell(attempts_text(job), css=NOWRAP),
-            Cell(format_time(job.updated_at), css=TIME),
+            Cell(format_time(_finished(job)), css=TIME),
             key,
         ]
     if job.status == "pending":
@@ -213,19 +220,20 @@ def _cells(job: Job[Any], empty: str) -> list[Cell]:
         Cell(job.type),
         *workers,
         Cell(attempts_text(job), css=NOWRAP),
-        Cell(format_time(job.updated_at), css=TIME),
+        Cell(format_time(job.updated_at if job.status == "active" else _finished(job)), css=TIME),
         Cell(format_time(job.created_at), css=TIME),
         key,
     ]
 
 
-def _headers(filters: JobFilters, sortable: bool = True) -> list[dict[str, Any]]:
+def _headers(filters: JobFilters, sortable: Callable[[str], bool]) -> list[dict[str, Any]]:
     """Each column's heading; a sortable one links to its order, ascending first, and
-    a sorted one to the other direction (none links when the list is too long to sort)."""
+    a sorted one to the other direction (none links where the list is too long to sort
+    by that column)."""
     headers = []
     for column in _columns(filters.status):
         header: dict[str, Any] = {"label": column.label, "url": "", "sorted": ""}
-        if column.order is not None and sortable:
+        if column.order is not None and sortable(column.order):
             current = filters.order
             if current == column.order:
                 header["sorted"], target = "ascending", "-" + column.order
@@ -317,7 +325,13 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     queue = get_job_queue()
     filters = JobFilters.from_query(status, request.GET)
     listing = JobListing(queue, filters)
-    sortable = listing.count() <= SORT_LIMIT and not listing.capped
+    short = listing.count() <= SORT_LIMIT
+
+    def sortable(field: str) -> bool:
+        # An order an index serves (durabl.model.rules.INDEXED_ORDERS) pages as fast at
+        # any length; any other reads every job of the list, so only a short list has it.
+        return not listing.capped and (short or served_by_index(status, field))
+
     sort_note = ""
     if listing.capped:
         sort_note = (
@@ -325,12 +339,13 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
             f"newest {listing.count():,} and cannot be sorted. Search for more of the id "
             "or key, or filter by type or date."
         )
-    elif not sortable:
+    elif not short:
+        kept = [c.label for c in _columns(status) if c.order and not sortable(c.order)]
         sort_note = (
-            f"Sorting by a column takes a list of at most {SORT_LIMIT:,} jobs; this one has "
-            f"{listing.count():,}. Filter by type or date first."
+            f"Sorting by {get_text_list(kept, 'or')} takes a list of at most {SORT_LIMIT:,} "
+            f"jobs; this one has {listing.count():,}. Filter by type or date first."
         )
-    if not sortable and filters.order is not None:
+    if filters.order is not None and not sortable(filters.order.removeprefix("-")):
         filters = replace(filters, order=None)
         listing = JobListing(queue, filters, count=listing.count(), capped=listing.capped)
     paginator: Paginator[Job[Any]] = Paginator(listing, PAGE_SIZE)
@@ -492,7 +507,7 @@ def _run_fields(job: Job[Any], empty: str) -> list[tuple[str, str]]:
         if job.status != "active":
             fields.append(("Last run took", _duration(last.started_at, last.ended_at) or empty))
     if job.status in ("completed", "failed", "superseded", "cancelled"):
-        fields.append(("Created to finished", _duration(job.created_at, job.updated_at)))
+        fields.append(("Created to finished", _duration(job.created_at, _finished(job))))
     if job.status == "active":
         for label, name in (("Worker", "worker"), ("Last heartbeat", "heartbeat_at")):
             if name in _JOB_FIELDS:

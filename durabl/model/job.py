@@ -193,6 +193,9 @@ class Job(Generic[T]):
     dedupe_scope: DedupeScope | None = None
     created_at: datetime
     updated_at: datetime
+    #: When the job reached its terminal status (None while pending or active; a retry
+    #: clears it).
+    finished_at: datetime | None = None
     fail_reason: str | None = None
     failure_kind: FailureKind | None = None
     logs: tuple[LogEntry, ...] = ()

@@ -62,6 +62,7 @@ def job_from_row(
     Every claim reads one, so the fields are one dict literal (no loops over column
     lists, no generator per group of columns)."""
     beat = row["heartbeat_at"]
+    finished = row["finished_at"]
     stored = row["result"]
     history = row["attempt_history"]
     journal = row["journal"]
@@ -79,6 +80,7 @@ def job_from_row(
             "dedupe_scope": row["dedupe_scope"],
             "created_at": instant(row["created_at"]),
             "updated_at": instant(row["updated_at"]),
+            "finished_at": None if finished is None else instant(finished),
             "fail_reason": row["fail_reason"],
             "failure_kind": row["failure_kind"],
             "logs": tuple(logs),

@@ -161,3 +161,24 @@ def test_queue_reads_show_when_an_active_lease_expires(backend: Backend, clock: 
     assert job is not None and job.lease_expires_at == expected
     (listed,) = queue.list_jobs(status="active")
     assert (listed.worker, listed.lease_expires_at) == ("w", expected)
+
+
+def test_a_job_records_when_it_finished_and_a_retry_clears_it(
+    backend: Backend, clock: FakeClock
+) -> None:
+    failing = enqueue_id(backend, data={"n": 1})
+    cancelled = enqueue_id(backend, data={"n": 2})
+    assert get(backend, failing).finished_at is None
+    clock.advance(5)
+    [handle] = backend.claim("t", limit=1, lease_owner="w")
+    assert handle.id == failing and get(backend, failing).finished_at is None
+    clock.advance(5)
+    assert handle.fail_fatal("no") == "failed-terminal"
+    failed = get(backend, failing)
+    assert failed.finished_at is not None and failed.finished_at == failed.updated_at
+    assert backend.cancel(cancelled) == "cancelled"
+    assert get(backend, cancelled).finished_at == get(backend, cancelled).updated_at
+    assert backend.retry(failing)
+    assert get(backend, failing).finished_at is None
+    # A sort by finish time reads the same field: the retried job is unfinished again.
+    assert [j.id for j in backend.list_jobs(order="-finished_at")] == [cancelled, failing]

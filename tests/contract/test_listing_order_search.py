@@ -61,6 +61,58 @@ def test_order_combines_with_filters(backend: Backend) -> None:
     assert [j.id for j in backend.list_jobs(type="b", order="-priority")] == [high, low]
 
 
+def test_order_by_finish_time_puts_jobs_not_finished_lowest(
+    backend: Backend, clock: FakeClock
+) -> None:
+    done = enqueue_id(backend, data={"n": 1})
+    first = enqueue_id(backend, data={"n": 2})
+    second = enqueue_id(backend, data={"n": 3})
+    waiting = enqueue_id(backend, data={"n": 4})
+    clock.advance(60)
+    assert claim_one(backend).complete() == "completed"
+    clock.advance(60)
+    assert claim_one(backend).fail_fatal("no") == "failed-terminal"  # first
+    assert claim_one(backend).fail_fatal("no") == "failed-terminal"  # second, same time
+
+    def ids(order: str, **filters: Any) -> list[str]:
+        return [j.id for j in backend.list_jobs(order=order, **filters)]
+
+    assert ids("finished_at") == [waiting, done, second, first]  # ties newest first
+    assert ids("-finished_at") == [second, first, done, waiting]
+    # The failed list's sort by finish time is read from its index: the same answers.
+    assert ids("finished_at", status="failed") == [second, first]
+    assert ids("-finished_at", status="failed") == [second, first]
+    assert ids("-finished_at", status="completed") == [done]
+    assert ids("finished_at", status="pending") == [waiting]
+    page = backend.list_jobs(order="-finished_at", status="failed", limit=1, offset=1)
+    assert [j.id for j in page] == [first]
+
+
+def test_the_pending_list_sorts_by_due_time_both_ways_with_ties_newest_first(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hour = clock.now() + timedelta(hours=1)
+    last = enqueue_id(backend, data={"n": 1}, run_at=hour + timedelta(hours=1))
+    tied_old = enqueue_id(backend, data={"n": 2}, run_at=hour)
+    tied_new = enqueue_id(backend, data={"n": 3}, run_at=hour)
+    due = enqueue_id(backend, data={"n": 4})
+    running = enqueue_id(backend, data={"n": 5}, priority=-1)
+    assert claim_one(backend).id == running  # not pending: not in the pending list
+
+    def ids(order: str, **page: int) -> list[str]:
+        return [j.id for j in backend.list_jobs(order=order, status="pending", **page)]
+
+    assert ids("run_at") == [due, tied_new, tied_old, last]
+    assert ids("-run_at") == [last, tied_new, tied_old, due]
+    assert ids("run_at", limit=2, offset=1) == [tied_new, tied_old]
+    assert [j.id for j in backend.list_jobs(order="run_at", status="pending", type="t")] == [
+        due,
+        tied_new,
+        tied_old,
+        last,
+    ]
+
+
 @pytest.mark.parametrize("order", ["fail_reason", "id", "-", "", "--type", "data"])
 def test_an_unknown_order_is_a_value_error_naming_the_sortable_fields(
     backend: Backend, order: str

@@ -25,6 +25,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "dedupe_scope": "pending",
         "created_at": 1_700_000_000_000,
         "updated_at": 1_700_000_001_000,
+        "finished_at": None,
         "fail_reason": None,
         "failure_kind": None,
         "backoff": "fixed",
@@ -54,7 +55,11 @@ def test_a_row_fills_every_job_field() -> None:
     assert job.worker == "host:1"
     assert job.heartbeat_at == _instant(1_700_000_001_000)
     assert job.journal == () and job.attempt_history == () and job.result is None
-    assert job.trace_context is None
+    assert job.trace_context is None and job.finished_at is None
+    finished = job_from_row(
+        _row(status="completed", finished_at=1_700_000_002_000), instant=_instant, logs=()
+    )
+    assert finished.finished_at == _instant(1_700_000_002_000)
 
 
 def test_a_stored_trace_context_reads_back_as_a_dict() -> None:

@@ -94,7 +94,7 @@ def test_startup_creates_the_versioned_schema_with_its_indexes(store: SqliteJobQ
     with raw(store.path) as conn:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         version = conn.execute("SELECT value FROM durabl_meta WHERE key = 'schema_version'")
-        assert int(version.fetchone()[0]) == schema.latest_version() == 11
+        assert int(version.fetchone()[0]) == schema.latest_version() == 12
         assert "durabl_schedules" in names
         partial = dict(
             conn.execute(
@@ -107,6 +107,7 @@ def test_startup_creates_the_versioned_schema_with_its_indexes(store: SqliteJobQ
         assert sql.startswith("CREATE UNIQUE INDEX") and f"WHERE {slot}_slot IS NOT NULL" in sql
     assert "WHERE status = 'pending'" in partial["durabl_claim"]
     assert "WHERE status = 'active'" in partial["durabl_lease"]
+    assert "WHERE status = 'pending'" in partial["durabl_pending_run_at"]
 
 
 def test_operations_before_startup_create_the_schema_first(path: str, clock: FakeClock) -> None:

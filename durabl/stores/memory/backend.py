@@ -25,7 +25,14 @@ from durabl.model.flow import MAX_RATE_LIMIT, RateLimit
 from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
 from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
-from durabl.model.rules import STALLED_REASON, JobOrder, JobPage, reap_decision, stats_from_counts
+from durabl.model.rules import (
+    STALLED_REASON,
+    JobOrder,
+    JobPage,
+    lists_by_finish,
+    reap_decision,
+    stats_from_counts,
+)
 from durabl.stores import base
 from durabl.stores.base import (
     BACKEND_OPERATIONS,
@@ -428,10 +435,13 @@ class MemoryBackend(StoreBase):
         rows = self._store.select(walked)
         rows.sort(key=lambda r: r.seq, reverse=True)
         if order is not None:  # a stable sort: ties stay newest first
-            field = order.field
-            rows.sort(key=lambda r: getattr(r, field), reverse=order.descending)
-        elif filters.status == "failed":
-            rows.sort(key=lambda r: (r.finished_at or r.created_at, r.seq), reverse=True)
+            field = order.field  # None (a job not finished) below every finish time
+            rows.sort(
+                key=lambda r: (getattr(r, field) is not None, getattr(r, field)),
+                reverse=order.descending,
+            )
+        elif lists_by_finish(filters):  # a stable sort: jobs not finished stay newest first
+            rows.sort(key=lambda r: (r.finished_at is not None, r.finished_at), reverse=True)
         if newest is not None:
             rows = self._store.searched(rows[:newest], filters.search)
         return rows

@@ -127,6 +127,7 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         dedupe_scope=doc.get("dedupe_scope"),
         created_at=as_utc(doc["created_at"]),
         updated_at=as_utc(doc["updated_at"]),
+        finished_at=None if doc.get("finished_at") is None else as_utc(doc["finished_at"]),
         fail_reason=doc.get("fail_reason"),
         failure_kind=doc.get("failure_kind"),
         logs=tuple(LogEntry(as_utc(e["at"]), e["msg"]) for e in doc.get("logs") or ()),

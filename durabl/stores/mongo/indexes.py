@@ -63,9 +63,17 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("durabl_type_status", [("type", 1), ("status", 1), ("run_at", 1)]),
     # Failed jobs newest first; counts by status across types.
     IndexSpec("durabl_status_finished", [("status", 1), ("finished_at", -1)]),
-    # The lists of the other statuses, newest first (``list_jobs(status=...)``, the admin,
-    # the newest jobs a search walks), read in index order instead of sorted.
-    IndexSpec("durabl_status_newest", [("status", 1), ("_id", -1)]),
+    # Every list of one status in its own order (newest finish, then newest: just newest
+    # for the pending and active jobs, whose finish is unset), the newest jobs a search
+    # walks, and a sort by finish time (INDEXED_ORDERS), read in index order at any
+    # length instead of sorted; then the pending list by due time. The first also serves
+    # what durabl_status_finished does; that one stays, as deployments have it.
+    IndexSpec("durabl_status_finished_newest", [("status", 1), ("finished_at", -1), ("_id", -1)]),
+    IndexSpec(
+        "durabl_pending_run_at",
+        [("run_at", 1), ("_id", -1)],
+        {"partialFilterExpression": {"status": "pending"}},
+    ),
     # A search by the start of a dedupe key (an anchored regex is an index range).
     IndexSpec(
         "durabl_dedupe_key",

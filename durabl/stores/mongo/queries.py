@@ -15,7 +15,7 @@ from pymongo.errors import DuplicateKeyError
 from durabl.model import activity
 from durabl.model.clock import as_utc
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
-from durabl.model.rules import JobPage, stats_from_counts
+from durabl.model.rules import JobPage, lists_by_finish, stats_from_counts
 from durabl.stores.mongo import cancel, codec
 from durabl.stores.mongo.codec import SLOTS
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
@@ -104,8 +104,9 @@ class MongoQueries:
 
     @staticmethod
     def _default_sort(filters: JobFilter) -> list[tuple[str, int]]:
-        """A list's own order, which an index serves: newest first, failed by failure."""
-        return [("finished_at", -1), ("_id", -1)] if filters.status == "failed" else [("_id", -1)]
+        """A list's own order (:func:`~durabl.model.rules.lists_by_finish`), which an
+        index serves: ``durabl_status_finished_newest``, or the jobs' own key."""
+        return [("finished_at", -1), ("_id", -1)] if lists_by_finish(filters) else [("_id", -1)]
 
     def _walk(self, filters: JobFilter, newest: int) -> list[dict[str, Any]]:
         """The first ``newest`` jobs of the list without its search, in its own order, then

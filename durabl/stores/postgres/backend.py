@@ -631,20 +631,24 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         return None if row is None else codec.to_job(row)
 
     def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
-        where, params = reads.filters(filters, self._q, page.newest)
-        order = page.order
-        if order is not None:
-            by = order_by(order.field, order.descending)
-        else:
-            by = reads.default_order(filters)
-        statement = self._q.listing(self._q.list_jobs, where, by)
-        values = {**params, "limit": page.limit or None, "offset": page.offset}
+        statement, values = self.listing_statement(filters, page)
 
         def read(cur: Tx) -> list[DictRow]:
             cur.execute(statement, values)
             return cur.fetchall()
 
         return [codec.to_job(row) for row in self._read("list_jobs", read)]
+
+    def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
+        """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
+        where, params = reads.filters(filters, self._q, page.newest)
+        order = page.order
+        if order is not None:
+            by = order_by(order.field, order.descending, filters.status)
+        else:
+            by = reads.default_order(filters)
+        values = {**params, "limit": page.limit or None, "offset": page.offset}
+        return self._q.listing(self._q.list_jobs, where, by), values
 
     def count_matching(
         self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None

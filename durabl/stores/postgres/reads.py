@@ -19,8 +19,8 @@ from durabl.model.activity import (
 from durabl.model.clock import as_utc
 from durabl.model.job import STATUSES, JobFilter, QueueStats
 from durabl.model.rows import decode_attempts
-from durabl.model.rules import prefix_upper_bound, stats_from_counts
-from durabl.stores.postgres.sql import FILTERS, ORDER_FAILED, ORDER_NEWEST, Queries
+from durabl.model.rules import lists_by_finish, prefix_upper_bound, stats_from_counts
+from durabl.stores.postgres.sql import FILTERS, ORDER_FINISHED, ORDER_NEWEST, Queries
 
 
 def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow | None:
@@ -49,8 +49,9 @@ def stats(cur: Cursor[DictRow], q: Queries, params: dict[str, Any]) -> QueueStat
 
 
 def default_order(selection: JobFilter) -> str:
-    """A list's own order, which an index serves: newest first, failed jobs by failure."""
-    return ORDER_FAILED if selection.status == "failed" else ORDER_NEWEST
+    """A list's own order (:func:`~durabl.model.rules.lists_by_finish`), which an index
+    serves: ``status_finished`` read backwards, or the jobs' own key."""
+    return ORDER_FINISHED if lists_by_finish(selection) else ORDER_NEWEST
 
 
 def filters(

@@ -300,6 +300,15 @@ def _reasons_by_status(t: Tables) -> list[str]:
     ]
 
 
+def _pending_by_run_at(t: Tables) -> list[str]:
+    """The pending jobs by due time (ties newest first), so the pending list sorts by it at
+    any length; only pending rows are in it (an enqueue and a claim each write it once)."""
+    return [
+        f"CREATE INDEX IF NOT EXISTS {t.index('pending_run_at')} "
+        f"ON {t.qualified()}(run_at, seq DESC) WHERE status = 'pending'",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -310,6 +319,7 @@ MIGRATIONS: list[Migration] = [
     (7, _add_failed_kind),
     (8, _add_search_indexes),
     (9, _reasons_by_status),
+    (10, _pending_by_run_at),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

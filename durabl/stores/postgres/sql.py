@@ -14,12 +14,14 @@ from typing import Any
 
 from psycopg import sql
 
+from durabl.model.job import TERMINAL_STATUSES
+
 NOW = "coalesce(%(now)s::timestamptz, date_trunc('milliseconds', now()))"
 
 # -- fragments ----------------------------------------------------------------------------
 JOB_COLUMNS = (
     "j.seq, j.id, j.type, j.data, j.status, j.priority, j.run_at, j.attempts, "
-    "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, "
+    "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, j.finished_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
     "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, j.result, j.trace_context, "
     "(SELECT coalesce(json_agg(json_build_array("
@@ -113,7 +115,7 @@ REQUEST_CANCEL = (
 )
 
 ORDER_NEWEST = "j.seq DESC"
-ORDER_FAILED = "j.finished_at DESC, j.seq DESC"
+ORDER_FINISHED = "j.finished_at DESC, j.seq DESC"
 FILTERS = {
     "status": "j.status = %(status)s",
     "type": "j.type = %(type)s",
@@ -162,11 +164,16 @@ SEARCH_WALK = (
 )
 
 
-def order_by(field: str, descending: bool) -> str:
+def order_by(field: str, descending: bool, status: str | None = None) -> str:
     """The ORDER BY of a sorted listing (``field`` from JOB_ORDER_FIELDS, never user text);
-    text compares by code point (``COLLATE "C"``), as on every store; ties newest first."""
+    text compares by code point (``COLLATE "C"``), as on every store; ties newest first. A
+    finish time of a job not finished (NULL) sorts lowest, as on every store; a list of
+    finished jobs has none, and its plain order is the one its index is read in."""
     column = f'j.{field} COLLATE "C"' if field == "type" else f"j.{field}"
-    return f"{column} {'DESC' if descending else 'ASC'}, j.seq DESC"
+    direction = "DESC" if descending else "ASC"
+    if field == "finished_at" and status not in TERMINAL_STATUSES:
+        direction += " NULLS LAST" if descending else " NULLS FIRST"
+    return f"{column} {direction}, j.seq DESC"
 
 
 # get_stats: counts per status and kind, and the oldest due pending job.

@@ -239,6 +239,15 @@ def _reasons_by_status(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS durabl_has_reason")
 
 
+def _pending_by_run_at(conn: sqlite3.Connection) -> None:
+    """The pending jobs by due time, so the pending list sorts by it at any length (only
+    pending rows are in it: an enqueue and a claim each write it once)."""
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_pending_run_at ON {JOBS_TABLE}(run_at) "
+        "WHERE status = 'pending'"
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -253,6 +262,7 @@ MIGRATIONS: list[Migration] = [
     (9, _add_failed_kind),
     (10, _add_search_indexes),
     (11, _reasons_by_status),
+    (12, _pending_by_run_at),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

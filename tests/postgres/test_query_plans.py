@@ -1,0 +1,64 @@
+"""The sorts INDEXED_ORDERS names are read from an index on PostgreSQL: with sorting made
+prohibitively dear (``enable_sort = off``), the planner still finds a plan without a Sort
+of the whole list, which it can only do when an index gives the order. A sort that no
+index serves keeps its Sort (the control: the check can fail)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+import pytest
+
+from durabl.model.rules import INDEXED_ORDERS, JobPage, job_filter, job_order, served_by_index
+from tests.conftest import postgres_url
+from tests.contract.support import claim_one, enqueue_id
+
+# "Sort" as a plan node; an "Incremental Sort" (ties among equal keys only) is no full sort.
+FULL_SORT = re.compile(r"^\s*(->\s*)?Sort  \(cost", re.MULTILINE)
+
+
+def plan(pg: Any, order: str | None, **filters: Any) -> str:
+    statement, values = pg.listing_statement(
+        job_filter(filters), JobPage(limit=50, order=job_order(order))
+    )
+    with psycopg.connect(postgres_url()) as conn:
+        conn.execute("SET LOCAL enable_sort = off")
+        rows = conn.execute("EXPLAIN " + statement, values).fetchall()  # type: ignore[arg-type]
+    return "\n".join(row[0] for row in rows)
+
+
+@pytest.fixture
+def filled(pg: Any) -> Any:
+    for n in range(30):
+        enqueue_id(pg, data={"n": n})
+    for _ in range(10):
+        claim_one(pg).fail_fatal("no")
+    for _ in range(10):
+        claim_one(pg).complete()
+    return pg
+
+
+@pytest.mark.parametrize(
+    ("status", "field"),
+    [(status, field) for status, fields in INDEXED_ORDERS.items() for field in fields],
+)
+@pytest.mark.parametrize("descending", [False, True])
+def test_an_indexed_order_is_read_from_an_index(
+    filled: Any, status: str, field: str, descending: bool
+) -> None:
+    order = ("-" if descending else "") + field
+    found = plan(filled, order, status=status)
+    assert not FULL_SORT.search(found), found
+
+
+@pytest.mark.parametrize("status", ["pending", "failed", "completed", "cancelled"])
+def test_a_list_in_its_own_order_is_read_from_an_index(filled: Any, status: str) -> None:
+    found = plan(filled, None, status=status)
+    assert not FULL_SORT.search(found), found
+
+
+def test_an_order_no_index_serves_sorts_the_list(filled: Any) -> None:
+    assert not served_by_index("failed", "created_at")
+    assert FULL_SORT.search(plan(filled, "created_at", status="failed"))
