@@ -241,15 +241,19 @@ def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueSta
         for n in range(len(STATUSES))
     )
     counts = {status: n for status, n in conn.execute(ranges, params) if n}
+    # The indexes named: without statistics the planner reads each failed or pending job's
+    # row through durabl_status_finished instead (70 ms each at a million jobs).
     by_kind = dict(
         conn.execute(
-            f"SELECT failure_kind, count(*) FROM {JOBS} WHERE status = 'failed'{scope} "
-            "GROUP BY failure_kind",
+            f"SELECT failure_kind, count(*) FROM {JOBS} INDEXED BY durabl_failed_kind "
+            f"WHERE status = 'failed'{scope} GROUP BY failure_kind",
             params,
         )
     )
+    due = "durabl_type_status" if type is not None else "durabl_pending_run_at"
     oldest_ms = conn.execute(
-        f"SELECT min(run_at) FROM {JOBS} WHERE status = 'pending' AND run_at <= :now{scope}",
+        f"SELECT min(run_at) FROM {JOBS} INDEXED BY {due} "
+        f"WHERE status = 'pending' AND run_at <= :now{scope}",
         params,
     ).fetchone()[0]
     oldest = codec.from_ms(oldest_ms) if oldest_ms is not None else None
@@ -257,7 +261,14 @@ def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueSta
 
 
 def job_types(conn: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in conn.execute(f"SELECT DISTINCT type FROM {JOBS} ORDER BY type")]
+    """Every type, in code point order: one probe of ``durabl_type_status`` per type (the
+    least type above the last), not a read of every job's entry."""
+    rows = conn.execute(
+        f"WITH RECURSIVE seen(type) AS (SELECT min(type) FROM {JOBS} UNION ALL "
+        f"SELECT (SELECT min(type) FROM {JOBS} WHERE type > seen.type) FROM seen "
+        "WHERE seen.type IS NOT NULL) SELECT type FROM seen WHERE type IS NOT NULL"
+    )
+    return [row[0] for row in rows]
 
 
 # Types per statement of UNION ALL terms: well under SQLite's 500 terms of a compound select.
@@ -278,8 +289,8 @@ def stats_by_type(conn: sqlite3.Connection, now: datetime) -> dict[str, QueueSta
     kinds: dict[str, dict[str, int]] = {t: {} for t in types}
     if types:
         for job_type, kind, n in conn.execute(
-            f"SELECT type, failure_kind, count(*) FROM {JOBS} WHERE status = 'failed' "
-            "GROUP BY failure_kind, type"
+            f"SELECT type, failure_kind, count(*) FROM {JOBS} INDEXED BY durabl_failed_kind "
+            "WHERE status = 'failed' GROUP BY type, failure_kind"
         ):
             kinds.setdefault(job_type, {})[kind] = n
     for chunk in _chunks(types):
