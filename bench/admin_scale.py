@@ -313,7 +313,10 @@ def main() -> int:
         ),
         ("failed list, sorted by failure, oldest", "/admin/durabl_django/job/?o=finished_at"),
         ("pending list, sorted by run at", "/admin/durabl_django/pendingjob/?o=run_at"),
-        ("pending list, sorted by -run at, page 400", "/admin/durabl_django/pendingjob/?o=-run_at&p=400"),
+        (
+            "pending list, sorted by -run at, page 400",
+            "/admin/durabl_django/pendingjob/?o=-run_at&p=400",
+        ),
         ("completed list, past 24 hours", "/admin/durabl_django/completedjob/?d=24h"),
     ]
     over = []
