@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from durabl.model.job import (
         FAILURE_KINDS,
         STATUSES,
+        TERMINAL_STATUSES,
         Attempt,
         FailureKind,
         Job,
@@ -138,6 +139,7 @@ __all__ = [
     "TypeActivity",
     "STATUSES",
     "StepKeys",
+    "TERMINAL_STATUSES",
     "validate_enqueue",
     "WorkerInfo",
 ]
@@ -170,6 +172,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.model.job": (
         "FAILURE_KINDS",
         "STATUSES",
+        "TERMINAL_STATUSES",
         "Attempt",
         "FailureKind",
         "Job",

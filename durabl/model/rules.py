@@ -171,10 +171,11 @@ class JobOrder:
 @dataclass(frozen=True)
 class JobPage:
     """Which of the selected jobs a store's ``find_jobs`` returns: ``offset`` skipped, at
-    most ``limit`` (0: no limit), in ``order`` (None: the list's own order); ``newest``
-    (only with a search, never with ``order``): the matches among that many jobs only,
-    the first of the list without its search in its own order, a walk that stops there
-    instead of the index probes."""
+    most ``limit`` (0: no limit), in ``order`` (None: the list's own order); ``newest``:
+    only among that many jobs, the first of the list in its own order (before its search
+    and its sort), a walk that stops there: a broad search's page found without the index
+    probes, or a long list's newest jobs sorted by a field no index serves
+    (``list_jobs(among_newest=)``)."""
 
     limit: int
     offset: int = 0
@@ -223,13 +224,13 @@ def search_walk(wanted: int) -> int:
     return min(most, max(least, 20 * wanted))
 
 
-def check_at_most(at_most: int | None) -> None:
-    """Raise ``ValueError`` unless ``at_most`` (``count_jobs``'s cap) is None or a whole
-    number of at least 1."""
+def check_at_most(at_most: int | None, name: str = "at_most") -> None:
+    """Raise ``ValueError`` unless ``at_most`` (``count_jobs``'s cap, or the ``name``d one:
+    ``among_newest``) is None or a whole number of at least 1."""
     if at_most is None:
         return
     if isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 1:
-        raise ValueError(f"at_most must be a whole number >= 1 or None, got {at_most!r}")
+        raise ValueError(f"{name} must be a whole number >= 1 or None, got {at_most!r}")
 
 
 def stats_from_counts(

@@ -207,21 +207,33 @@ class Backend(FencedWrites, Protocol):
     def get_job(self, job_id: str) -> Job[Any] | None: ...
 
     def list_jobs(
-        self, *, limit: int = 100, offset: int = 0, order: str | None = None, **filters: Any
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order: str | None = None,
+        among_newest: int | None = None,
+        **filters: Any,
     ) -> list[Job[Any]]:
-        """Jobs newest first (failed: by failure time), or sorted by ``order`` (a field of
-        :data:`durabl.model.rules.JOB_ORDER_FIELDS`, ``"-"`` first for descending; equal
-        values newest first). ``filters``: the fields of :class:`durabl.model.job.JobFilter`
-        (``status``, ``type``, ``failure_kind``, ``search``, the ``created_*`` and
-        ``updated_*`` bounds); a keyword that is none of them is a ``TypeError``.
-        ``search``: a prefix of the job id or of the dedupe key, or text the failure reason
-        contains (literal, case-sensitive)."""
+        """Jobs newest first (a list of one status: newest finish first), or sorted by
+        ``order`` (a field of :data:`durabl.model.rules.JOB_ORDER_FIELDS`, ``"-"`` first
+        for descending; equal values newest first). ``filters``: the fields of
+        :class:`durabl.model.job.JobFilter` (``status``, ``type``, ``failure_kind``,
+        ``search``, the ``created_*``, ``updated_*`` and ``finished_*`` bounds); a keyword
+        that is none of them is a ``TypeError``. ``search``: a prefix of the job id or of
+        the dedupe key, or text the failure reason contains (literal, case-sensitive).
+        ``among_newest``: only the first that many jobs of the list in its own order
+        (those a search then matches, sorted by ``order``): a page whose cost is bounded
+        by that number, however long the list, for a sort no index serves."""
 
-    def count_jobs(self, *, at_most: int | None = None, **filters: Any) -> int:
+    def count_jobs(
+        self, *, at_most: int | None = None, among_newest: int | None = None, **filters: Any
+    ) -> int:
         """How many jobs the :meth:`list_jobs` ``filters`` select; with ``at_most``, no
         more than that: a count that stops there (``at_most`` means "at least that many"),
         for a page that shows "1,000+" instead of counting every match of a broad
-        search."""
+        search; ``among_newest``: of the first that many jobs of the list, as
+        :meth:`list_jobs` with it."""
 
     def retry(self, job_id: str) -> bool:
         """failed -> pending with attempts 0, due now. False if the job is not failed, or
@@ -543,7 +555,13 @@ class StoreBase(Backend):
         """See :meth:`Backend.reap`."""
 
     def list_jobs(
-        self, *, limit: int = 100, offset: int = 0, order: str | None = None, **filters: Any
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order: str | None = None,
+        among_newest: int | None = None,
+        **filters: Any,
     ) -> list[Job[Any]]:
         """See :meth:`Backend.list_jobs` (``filters``: the keywords it names). The filters,
         the page and the order are checked here, once; the store answers through
@@ -551,6 +569,9 @@ class StoreBase(Backend):
         selection = job_filter(filters)
         check_page(limit, offset)
         sort = job_order(order)
+        check_at_most(among_newest, "among_newest")
+        if among_newest is not None:
+            return self.find_jobs(selection, JobPage(limit, offset, sort, newest=among_newest))
         if selection.search and sort is None and limit:
             # A broad search fills its page from the newest jobs of the list (search_walk);
             # a page that is not full there may have matches further back: the probes.
@@ -560,11 +581,16 @@ class StoreBase(Backend):
                 return page
         return self.find_jobs(selection, JobPage(limit, offset, sort))
 
-    def count_jobs(self, *, at_most: int | None = None, **filters: Any) -> int:
+    def count_jobs(
+        self, *, at_most: int | None = None, among_newest: int | None = None, **filters: Any
+    ) -> int:
         """See :meth:`Backend.count_jobs`: checked as :meth:`list_jobs`; the store answers
         through :meth:`count_matching`."""
         check_at_most(at_most)
+        check_at_most(among_newest, "among_newest")
         selection = job_filter(filters)
+        if among_newest is not None:
+            return self.count_matching(selection, at_most=at_most, newest=among_newest)
         if selection.search and at_most is not None:
             # A count that stops at ``at_most`` stops among the newest jobs of a list when
             # the search is broad: a short walk first, a longer one when the short one's

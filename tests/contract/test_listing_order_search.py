@@ -319,3 +319,71 @@ def test_count_jobs_at_most_stops_counting_there(backend: Backend) -> None:
 def test_a_bad_at_most_is_a_value_error(backend: Backend, at_most: Any) -> None:
     with pytest.raises(ValueError, match="at_most"):
         backend.count_jobs(at_most=at_most)
+
+
+def test_among_newest_sorts_only_the_first_jobs_of_the_list_in_its_own_order(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """``among_newest=K``: the first K jobs of the list in its own order (the pending list:
+    newest enqueued first), then sorted; ties newest first, pages and counts of those K."""
+    keys: dict[str, str | None] = {"a": None, "f": "k-1", "c": None}
+    ids = []
+    for n, (type, key) in enumerate([*keys.items(), ("d", "k-3"), ("b", "k-4"), ("d", None)]):
+        ids.append(enqueue_id(backend, type, data={"n": n}, dedupe_key=key))
+        clock.advance(1)
+    j3, j4, j5 = ids[3:]
+
+    def listed(order: str | None, among: int, **more: Any) -> list[str]:
+        jobs = backend.list_jobs(status="pending", order=order, among_newest=among, **more)
+        return [j.id for j in jobs]
+
+    # The whole list sorted by type starts with "a", the oldest: not among the newest 3.
+    assert backend.list_jobs(status="pending", order="type")[0].id == ids[0]
+    assert listed("type", 3) == [j4, j5, j3]  # "b", then the two "d" newest first
+    assert listed("-type", 3) == [j5, j3, j4]
+    assert listed("type", 3, limit=1, offset=1) == [j5]
+    assert listed("run_at", 3) == [j3, j4, j5]  # an indexed sort: the same rule
+    assert listed(None, 3) == [j5, j4, j3]  # no sort: the list's own order
+    assert listed("type", 100) == [j.id for j in backend.list_jobs(status="pending", order="type")]
+    # A search looks among those K only.
+    assert listed("type", 3, search="k-") == [j4, j3]
+    assert backend.count_jobs(status="pending", search="k-", among_newest=3) == 2
+    assert backend.count_jobs(status="pending", among_newest=3) == 3
+    assert backend.count_jobs(status="pending", among_newest=50) == 6
+    assert backend.count_jobs(status="pending", among_newest=50, at_most=4) == 4
+    # A list of every status: newest first.
+    assert [j.id for j in backend.list_jobs(order="type", among_newest=2)] == [j4, j5]
+
+
+def test_among_newest_of_a_finished_list_is_the_jobs_that_finished_last(
+    backend: Backend, clock: FakeClock
+) -> None:
+    # Enqueued c0, c1, c2; claimed (lowest priority first) and finished c2, c1, c0.
+    created = []
+    for n in range(3):
+        created.append(enqueue_id(backend, data={"n": n}, priority=3 - n))
+        clock.advance(1)
+    c0, c1, c2 = created
+    for expected in (c2, c1, c0):
+        clock.advance(1)
+        handle = claim_one(backend)
+        assert handle.id == expected
+        assert handle.complete() == "completed"
+
+    def listed(order: str, among: int) -> list[str]:
+        jobs = backend.list_jobs(status="completed", order=order, among_newest=among)
+        return [j.id for j in jobs]
+
+    assert listed("-created_at", 2) == [c1, c0]  # c2 finished first: not among the last two
+    assert listed("created_at", 2) == [c0, c1]
+    assert listed("-created_at", 3) == [c2, c1, c0]
+    assert listed("finished_at", 2) == [c1, c0]
+    assert backend.count_jobs(status="completed", among_newest=2) == 2
+
+
+@pytest.mark.parametrize("among", [0, -1, True, 2.5, "3"])
+def test_a_bad_among_newest_is_a_value_error(backend: Backend, among: Any) -> None:
+    with pytest.raises(ValueError, match="among_newest"):
+        backend.list_jobs(order="type", among_newest=among)
+    with pytest.raises(ValueError, match="among_newest"):
+        backend.count_jobs(among_newest=among)

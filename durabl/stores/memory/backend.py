@@ -429,21 +429,24 @@ class MemoryBackend(StoreBase):
     def _selected(
         self, filters: JobFilter, order: JobOrder | None, newest: int | None
     ) -> list[Record]:
-        """The selected records in the list's order; ``newest``: the search only among
-        that many of the list's first records."""
+        """The selected records in ``order`` (None: the list's own); ``newest``: only
+        among that many of the list's first records in its own order."""
         walked = filters if newest is None else replace(filters, search=None)
         rows = self._store.select(walked)
         rows.sort(key=lambda r: r.seq, reverse=True)
+        if (order is None or newest is not None) and lists_by_finish(filters):
+            # A stable sort: jobs not finished stay newest first.
+            rows.sort(key=lambda r: (r.finished_at is not None, r.finished_at), reverse=True)
+        if newest is not None:
+            rows = self._store.searched(rows[:newest], filters.search)
+            if order is not None:
+                rows.sort(key=lambda r: r.seq, reverse=True)
         if order is not None:  # a stable sort: ties stay newest first
             field = order.field  # None (a job not finished) below every finish time
             rows.sort(
                 key=lambda r: (getattr(r, field) is not None, getattr(r, field)),
                 reverse=order.descending,
             )
-        elif lists_by_finish(filters):  # a stable sort: jobs not finished stay newest first
-            rows.sort(key=lambda r: (r.finished_at is not None, r.finished_at), reverse=True)
-        if newest is not None:
-            rows = self._store.searched(rows[:newest], filters.search)
         return rows
 
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:

@@ -69,14 +69,21 @@ class MongoQueries:
         else:
             sort = self._default_sort(filters)
         if newest is not None:
-            steps = [*self._walk(filters, newest), {"$skip": offset}]
+            steps = self._walk(filters, newest)
+            if order is not None:
+                steps.append({"$sort": dict(sort)})
+            steps.append({"$skip": offset})
             if limit:
                 steps.append({"$limit": limit})
             # (No projection: mongomock refuses an exclusion ``$project``; the page's
-            # receipts are read and dropped by the codec.)
+            # receipts are read and dropped by the codec.) A sort of that many whole jobs
+            # may pass the server's 100 MB for one stage in memory: it may spill to disk.
             return self.store.call(
                 "list_jobs",
-                lambda: [codec.to_job(doc) for doc in self.store.col.aggregate(steps)],
+                lambda: [
+                    codec.to_job(doc)
+                    for doc in self.store.col.aggregate(steps, allowDiskUse=order is not None)
+                ],
             )
         query = self._list_query(filters)
 
@@ -112,13 +119,14 @@ class MongoQueries:
         """The first ``newest`` jobs of the list without its search, in its own order, then
         those the search matches."""
         listed = self._list_query(replace(filters, search=None))
-        searched = self._list_query(JobFilter(search=filters.search))
-        return [
+        steps: list[dict[str, Any]] = [
             {"$match": listed},
             {"$sort": dict(self._default_sort(filters))},
             {"$limit": newest},
-            {"$match": searched},
         ]
+        if filters.search:
+            steps.append({"$match": self._list_query(JobFilter(search=filters.search))})
+        return steps
 
     def _write_one(
         self,

@@ -641,14 +641,16 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
 
     def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
         """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
-        where, params = reads.filters(filters, self._q, page.newest)
+        walked = page.newest is not None
+        where, params = reads.filters(filters, self._q, page.newest, walked=walked)
+        source = reads.walk_source(filters, self._q) if walked else None
         order = page.order
         if order is not None:
             by = order_by(order.field, order.descending, filters.status)
         else:
             by = reads.default_order(filters)
         values = {**params, "limit": page.limit or None, "offset": page.offset}
-        return self._q.listing(self._q.list_jobs, where, by), values
+        return self._q.listing(self._q.list_jobs, where, by, source), values
 
     def count_matching(
         self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None

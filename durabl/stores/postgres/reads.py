@@ -20,7 +20,7 @@ from durabl.model.clock import as_utc
 from durabl.model.job import STATUSES, JobFilter, QueueStats
 from durabl.model.rows import decode_attempts
 from durabl.model.rules import lists_by_finish, prefix_upper_bound, stats_from_counts
-from durabl.stores.postgres.sql import FILTERS, ORDER_FINISHED, ORDER_NEWEST, Queries
+from durabl.stores.postgres.sql import FILTERS, ORDER_FINISHED, ORDER_NEWEST, ROW_MATCHES, Queries
 
 
 def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow | None:
@@ -55,36 +55,58 @@ def default_order(selection: JobFilter) -> str:
 
 
 def filters(
-    selection: JobFilter, q: Queries, newest: int | None = None
+    selection: JobFilter, q: Queries, newest: int | None = None, *, walked: bool = False
 ) -> tuple[str, dict[str, Any]]:
     """A WHERE clause built from :data:`FILTERS` and its parameters. ``search`` is a prefix
     of the job id or of the dedupe key, or text in the failure reason, byte for byte;
-    ``newest``: looked for only among that many of the first jobs of the list in its own
-    order (a walk of the list's index, not the search's probes)."""
-    params: dict[str, Any] = selection.equal_fields()
-    clauses = [FILTERS[name] for name in params]
-    for name, column, op, value in selection.ranges():  # names from JobFilter, not input
-        clauses.append(f"j.{column} {op} %({name})s")
-        params[name] = value
+    ``newest``: only among that many of the first jobs of the list in its own order (a
+    walk of the list's index: no search probes, no sort of the whole list); ``walked``:
+    the statement reads those jobs from :func:`walk_source`, so the WHERE tests the search
+    alone."""
+    clauses, params = _listed(selection)
+    if newest is not None:
+        params["newest"] = newest
+        clauses = [] if walked else [_walk(q.list_walk, clauses, selection)]
     search = selection.search
     if search:
         try:
             prefix = search.encode("utf-8")
         except UnicodeEncodeError:  # no stored id or key is anything but valid UTF-8
-            return "false", {}
+            return "false", params
         if b"\x00" in prefix:  # nor holds a NUL
-            return "false", {}
+            return "false", params
         bound = prefix_upper_bound(search)
         if newest is not None:
-            listed = " AND ".join(clauses) or "true"
-            walk = q.search_walk.replace("{listed}", listed)
-            clauses = [walk.replace("{order}", default_order(selection))]
-            params["newest"] = newest
+            clauses.append(ROW_MATCHES)
         else:
             clauses.append(q.searches[bound is not None, "status" in params])
         params.update(search=search, search_len=len(prefix), search_bytes=prefix)
         params["search_hi"] = bound
     return (" AND ".join(clauses) or "true"), params
+
+
+def walk_source(selection: JobFilter, q: Queries) -> str:
+    """The first ``%(newest)s`` jobs of the list (its filters but the search) in its own
+    order, as a FROM source aliased ``j``: one read of the list's index and of those rows
+    (not one probe of the key per job), which a page then sorts or searches (see
+    :func:`filters` with ``walked``)."""
+    return _walk(q.walk_source, _listed(selection)[0], selection)
+
+
+def _listed(selection: JobFilter) -> tuple[list[str], dict[str, Any]]:
+    """The list's tests (every filter but the search) and their parameters."""
+    params: dict[str, Any] = selection.equal_fields()
+    clauses = [FILTERS[name] for name in params]
+    for name, column, op, value in selection.ranges():  # names from JobFilter, not input
+        clauses.append(f"j.{column} {op} %({name})s")
+        params[name] = value
+    return clauses, params
+
+
+def _walk(template: str, listed: list[str], selection: JobFilter) -> str:
+    return template.replace("{listed}", " AND ".join(listed) or "true").replace(
+        "{own}", default_order(selection)
+    )
 
 
 def stats_by_type(cur: Cursor[DictRow], q: Queries, now: datetime | None) -> dict[str, QueueStats]:

@@ -150,18 +150,21 @@ SEARCH = (
     # status): the completed list's search does not read the failed jobs' reasons.
     + "{reason_status}))"
 )
-# The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's), then
-# the search's test of each of them: for a broad search, a walk that stops after that many
-# jobs, instead of probes that gather every match first.
+# The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's): a walk
+# that stops after that many jobs, for a broad search (then the search's test of each row,
+# instead of probes that gather every match first) or a sort no index serves.
+LIST_WALK = (
+    "j.seq = ANY(ARRAY(SELECT j.seq FROM {jobs} AS j WHERE {listed} ORDER BY {own} "
+    "LIMIT %(newest)s))"
+)
+# The same jobs as the source a page reads from (each row read once, in the index's order).
+WALK_SOURCE = "(SELECT j.* FROM {jobs} AS j WHERE {listed} ORDER BY {own} LIMIT %(newest)s) AS j"
 _ROW_TESTS = (
     _STARTS.format(a="j", c="id"),
     _STARTS.format(a="j", c="dedupe_key"),
     _HOLDS.format(a="j"),
 )
-SEARCH_WALK = (
-    "j.seq = ANY(ARRAY(SELECT j.seq FROM {jobs} AS j WHERE {listed} ORDER BY {order} "
-    "LIMIT %(newest)s)) AND (" + " OR ".join(f"({test})" for test in _ROW_TESTS) + ")"
-)
+ROW_MATCHES = "(" + " OR ".join(f"({test})" for test in _ROW_TESTS) + ")"
 
 
 def order_by(field: str, descending: bool, status: str | None = None) -> str:
@@ -411,9 +414,13 @@ STATEMENTS: dict[str, str] = {
         "SELECT 1 FROM {jobs} WHERE type = %(type)s AND "
         "(live_slot = %(key)s OR pending_slot = %(key)s OR active_slot = %(key)s) LIMIT 1"
     ),
+    # The page's keys first (an index's order, or a sort of the keys alone), then the
+    # columns of those rows only: the rows a deep page skips, and the rows a sort orders,
+    # are never read whole (their logs neither), nor sorted with their payloads.
     "list_jobs": (
-        "SELECT {job_columns} FROM {jobs} AS j WHERE {where} ORDER BY {order} "
-        "LIMIT %(limit)s OFFSET %(offset)s"
+        "SELECT {job_columns} FROM {jobs} AS j WHERE j.seq = ANY(ARRAY("
+        "SELECT j.seq FROM {source} WHERE {where} ORDER BY {order} "
+        "LIMIT %(limit)s OFFSET %(offset)s)) ORDER BY {order}"
     ),
     "count_jobs": "SELECT count(*) AS n FROM {jobs} AS j WHERE {where}",
     "count_jobs_at_most": (
@@ -546,7 +553,10 @@ class Queries:
     in :data:`STATEMENTS`."""
 
     searches: dict[tuple[bool, bool], str]
-    search_walk: str
+    list_walk: str
+    walk_source: str
+    #: The jobs table as a listing's source (see ``listing``).
+    jobs_source: str
     claim_due: str
     claim_by_key: str
     claim_by_id: str
@@ -633,11 +643,21 @@ class Queries:
             (True, True): _render(SEARCH, {**values, **bounded, **of_status}),
             (False, True): _render(SEARCH, {**values, **unbounded, **of_status}),
         }
-        self.search_walk = _render(SEARCH_WALK, values)
+        self.list_walk = _render(LIST_WALK, values)
+        self.walk_source = _render(WALK_SOURCE, values)
+        self.jobs_source = _render("{jobs} AS j", values)
 
-    def listing(self, statement: str, where: str, order: str = ORDER_NEWEST) -> str:
-        """``list_jobs`` or ``count_jobs`` with its WHERE clause (built from FILTERS)."""
-        return statement.replace("{where}", where).replace("{order}", order)
+    def listing(
+        self, statement: str, where: str, order: str = ORDER_NEWEST, source: str | None = None
+    ) -> str:
+        """``list_jobs`` or ``count_jobs`` with its WHERE clause (built from FILTERS), and
+        for ``list_jobs`` the rows it reads (None: the jobs table, aliased ``j``)."""
+        source = self.jobs_source if source is None else source
+        return (
+            statement.replace("{source}", source)
+            .replace("{where}", where)
+            .replace("{order}", order)
+        )
 
 
 def _render(template: str, values: dict[str, Any]) -> str:

@@ -98,8 +98,8 @@ def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> boo
 def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
     """A WHERE clause and its parameters. ``search`` is a prefix of the job id or of the
     dedupe key, or text in the failure reason, compared byte for byte (case-sensitive, no
-    wildcards); ``newest``: looked for only among that many of the first jobs of the list
-    in its own order (a walk of the list's index, not the search's probes)."""
+    wildcards); ``newest``: only among that many of the first jobs of the list in its own
+    order (a walk of the list's index: no search probes, no sort of the whole list)."""
     params: dict[str, Any] = selection.equal_fields()
     clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
     if selection.status is not None:
@@ -109,19 +109,20 @@ def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[
     for name, column, op, value in selection.ranges():
         clauses.append(f"{column} {op} :{name}")
         params[name] = codec.to_ms(value)
+    if newest is not None:
+        listed = " AND ".join(clauses) or "1"
+        clauses = [
+            f"seq IN (SELECT seq FROM {JOBS} WHERE {listed} "
+            f"ORDER BY {default_order(selection)} LIMIT :newest)"
+        ]
+        params["newest"] = newest
     search = selection.search
     if search:
         prefix = search.encode("utf-8", "surrogatepass")
         if newest is None:
             clauses.append(_SEARCH_OF_STATUS if "status" in params else _SEARCH)
         else:
-            listed = " AND ".join(clauses) or "1"
-            clauses = [
-                f"seq IN (SELECT seq FROM {JOBS} WHERE {listed} "
-                f"ORDER BY {default_order(selection)} LIMIT :newest)",
-                _MATCHES,
-            ]
-            params["newest"] = newest
+            clauses.append(_MATCHES)
         bound = prefix_upper_bound(search)
         params.update(
             search_len=len(prefix),
@@ -188,7 +189,7 @@ def listing_statement(selection: JobFilter, page: JobPage) -> tuple[str, dict[st
         order = default_order(selection)
     else:  # the field is one of JOB_ORDER_FIELDS, never user text; NULL sorts lowest
         order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
-    if sort is None or served_by_index(selection.status, sort.field):
+    if sort is None or (page.newest is None and served_by_index(selection.status, sort.field)):
         # An index is read in this order (for a sort, INDEXED_ORDERS: ties, rare at
         # millisecond times, are sorted among themselves): rows are read for the page only.
         # Without statistics the planner prefers an equality on status and a sort of the
