@@ -36,9 +36,10 @@ TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", 
 STATUS_VAR = "status"
 #: The ``list_jobs`` orders the lists' column headings sort by.
 SORTABLE = JOB_ORDER_FIELDS
-#: The most jobs a list sorts by a column. No index serves those orders, so a sort reads
-#: every matching job: beyond this many (about 100 ms on SQLite), the list keeps its
-#: default order and asks for a filter first.
+#: The most jobs a list sorts by a column no index serves (such a sort reads every job it
+#: sorts: this many take about 100 ms on SQLite). A longer list sorted so sorts its first
+#: this many jobs in its own order (``list_jobs(among_newest=)``: the newest, or those
+#: that finished last) and says so.
 SORT_LIMIT = 50_000
 #: The most matches a search counts: past it the list says "1,000+" and pages through the
 #: first 1,000 (newest first). Counting every match of a broad search (one character of
@@ -218,7 +219,12 @@ class JobListing:
     ``count()`` asks ``count_jobs`` once; a slice is one ``list_jobs(limit, offset)``."""
 
     def __init__(
-        self, queue: JobQueue, filters: JobFilters, count: int | None = None, capped: bool = False
+        self,
+        queue: JobQueue,
+        filters: JobFilters,
+        count: int | None = None,
+        capped: bool = False,
+        among_newest: int | None = None,
     ) -> None:
         self.queue = queue
         self.filters = filters
@@ -226,9 +232,18 @@ class JobListing:
         #: Whether a search matched more than SEARCH_COUNT_LIMIT jobs: ``count()`` is then
         #: that limit, and the listing reaches only that many.
         self.capped = capped
+        #: Only the first this many jobs of the list in its own order are listed (and
+        #: sorted): ``count()`` is at most that, ``total()`` every job of the filters.
+        self.among_newest = among_newest
         self._first_page: list[Job[Any]] | None = None
 
     def count(self) -> int:
+        """How many jobs the listing reaches (the paginator's count)."""
+        total = self.total()
+        return total if self.among_newest is None else min(total, self.among_newest)
+
+    def total(self) -> int:
+        """How many jobs the filters select (a capped search: SEARCH_COUNT_LIMIT)."""
         if self._count is None:
             if self.filters.search:
                 self._count = self._count_search()
@@ -252,8 +267,9 @@ class JobListing:
         return min(found, SEARCH_COUNT_LIMIT)
 
     def count_label(self) -> str:
-        """The count as a page shows it: ``1,000+`` when the search matched more."""
-        return f"{self.count():,}+" if self.capped else str(self.count())
+        """The count of the filters' jobs as a page shows it (what "select all" and "retry
+        all matching" act on): ``1,000+`` when the search matched more."""
+        return f"{self.total():,}+" if self.capped else str(self.total())
 
     def __len__(self) -> int:
         return self.count()
@@ -278,7 +294,11 @@ class JobListing:
         if first is not None and offset == 0 and limit <= PAGE_SIZE:
             return first[:limit]
         return self.queue.list_jobs(
-            **self.filters.queue_filters(), limit=limit, offset=offset, order=self.filters.order
+            **self.filters.queue_filters(),
+            limit=limit,
+            offset=offset,
+            order=self.filters.order,
+            among_newest=self.among_newest,
         )
 
     def __iter__(self) -> Iterator[Job[Any]]:

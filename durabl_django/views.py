@@ -22,7 +22,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import get_text_list
 
-from durabl import FAILURE_KINDS, Job, QueueStats, Schedule, served_by_index, total_stats
+from durabl import (
+    FAILURE_KINDS,
+    TERMINAL_STATUSES,
+    Job,
+    QueueStats,
+    Schedule,
+    served_by_index,
+    total_stats,
+)
 from durabl_django.admin_support import (
     CANCEL_PERMISSION,
     DATE_RANGES,
@@ -325,29 +333,45 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     queue = get_job_queue()
     filters = JobFilters.from_query(status, request.GET)
     listing = JobListing(queue, filters)
-    short = listing.count() <= SORT_LIMIT
+    total = listing.total()
+    short = total <= SORT_LIMIT
+
+    orders = {c.order: c.label for c in _columns(status) if c.order}
 
     def sortable(field: str) -> bool:
-        # An order an index serves (durabl.model.rules.INDEXED_ORDERS) pages as fast at
-        # any length; any other reads every job of the list, so only a short list has it.
-        return not listing.capped and (short or served_by_index(status, field))
+        # Any column of the list, but not a capped search (it shows its newest matches).
+        return not listing.capped and field in orders
 
+    def whole(field: str) -> bool:
+        # An order an index serves (durabl.model.rules.INDEXED_ORDERS) pages as fast at
+        # any length; any other reads every job it sorts: a long list sorts its first
+        # SORT_LIMIT jobs in its own order.
+        return short or served_by_index(status, field)
+
+    last = "that finished last" if status in TERMINAL_STATUSES else "enqueued last"
     sort_note = ""
+    ordered = None if filters.order is None else filters.order.removeprefix("-")
     if listing.capped:
         sort_note = (
-            f"This search matches more than {listing.count():,} jobs: the list shows the "
-            f"newest {listing.count():,} and cannot be sorted. Search for more of the id "
+            f"This search matches more than {total:,} jobs: the list shows the "
+            f"newest {total:,} and cannot be sorted. Search for more of the id "
             "or key, or filter by type or date."
         )
-    elif not short:
-        kept = [c.label for c in _columns(status) if c.order and not sortable(c.order)]
+    elif ordered is not None and sortable(ordered) and not whole(ordered):
         sort_note = (
-            f"Sorting by {get_text_list(kept, 'or')} takes a list of at most {SORT_LIMIT:,} "
-            f"jobs; this one has {listing.count():,}. Filter by type or date first."
+            f"Sorted by {orders[ordered]}: the {SORT_LIMIT:,} jobs {last} of {total:,} (no index "
+            "serves this sort). Filter by type or date to sort them all."
         )
-    if filters.order is not None and not sortable(filters.order.removeprefix("-")):
+        listing = JobListing(queue, filters, count=total, among_newest=SORT_LIMIT)
+    elif not short:
+        partial = [label for order, label in orders.items() if not whole(order)]
+        sort_note = (
+            f"Sorting by {get_text_list(partial, 'or')} sorts the {SORT_LIMIT:,} jobs "
+            f"{last} of {total:,}. Filter by type or date to sort them all."
+        )
+    if ordered is not None and not sortable(ordered):
         filters = replace(filters, order=None)
-        listing = JobListing(queue, filters, count=listing.count(), capped=listing.capped)
+        listing = JobListing(queue, filters, count=total, capped=listing.capped)
     paginator: Paginator[Job[Any]] = Paginator(listing, PAGE_SIZE)
     page = paginator.get_page(filters.page)
     filters = replace(filters, page=page.number)

@@ -150,7 +150,7 @@ def test_columns_sort_through_the_store(admin_client: Client, queue: JobQueue) -
     assert rows(admin_client.get(url, {"o": XSS})) == [mid, high, low]
 
 
-def test_a_list_too_long_to_sort_keeps_its_order_and_says_why(
+def test_a_long_list_sorts_the_jobs_enqueued_last_and_says_so(
     admin_client: Client, queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from durabl_django import views
@@ -159,20 +159,37 @@ def test_a_list_too_long_to_sort_keeps_its_order_and_says_why(
     low = queue.enqueue("email", {"n": 1}, priority=1)
     high = queue.enqueue("email", {"n": 2}, priority=9)
     url = changelist("pending")
-    assert rows(admin_client.get(url, {"o": "priority"})) == [low, high]  # still sortable
+    assert rows(admin_client.get(url, {"o": "priority"})) == [low, high]  # every job
     mid = queue.enqueue("email", {"n": 3}, priority=5)
+    text = admin_client.get(url).content.decode()
+    assert (
+        "Sorting by Type, Priority, Attempts or Created at (UTC) sorts the 2 jobs enqueued "
+        "last of 3. Filter by type or date to sort them all." in text
+    )
+    # Every column still sorts: the due time from its index, the others among the last 2.
+    assert re.findall(r'href="\?o=([^"&]*)"', text) == [
+        "type",
+        "priority",
+        "run_at",
+        "attempts",
+        "created_at",
+    ]
     page = admin_client.get(url, {"o": "priority"})
-    assert rows(page) == [mid, high, low]  # the default order, newest first
+    assert rows(page) == [mid, high]  # low, enqueued first, is not among the last two
     text = page.content.decode()
     assert (
-        "Sorting by Type, Priority, Attempts or Created at (UTC) takes a list of at most 2 "
-        "jobs; this one has 3. Filter by type or date first." in text
+        "Sorted by Priority: the 2 jobs enqueued last of 3 (no index serves this sort). "
+        "Filter by type or date to sort them all." in text
     )
-    # Only the due time, which an index serves at any length, still sorts.
-    assert re.findall(r'href="\?o=([^"&]*)"', text) == ["run_at"]
-    assert rows(admin_client.get(url, {"o": "-run_at"})) == [mid, high, low]  # ties newest first
-    narrowed = admin_client.get(url, {"o": "priority", "q": low or ""}).content.decode()
-    assert "Filter by type or date first" not in narrowed
+    assert "3 pending jobs" in text  # the count is of the whole list
+    assert 'class="sortable sorted ascending"' in text and 'href="?o=-priority"' in text
+    assert rows(admin_client.get(url, {"o": "-priority"})) == [high, mid]
+    assert rows(admin_client.get(url, {"o": "-run_at"})) == [mid, high, low]  # the whole list
+    narrowed = admin_client.get(url, {"o": "priority", "q": low or ""})
+    assert rows(narrowed) == [low]
+    assert "Filter by type or date" not in narrowed.content.decode()
+    # A column of another list is no order of this one.
+    assert rows(admin_client.get(changelist("completed"), {"o": "priority"})) == []
 
 
 def test_a_long_finished_list_still_sorts_by_finish_time(
@@ -194,10 +211,13 @@ def test_a_long_finished_list_still_sorts_by_finish_time(
         last = job.finished_at
     url = changelist("completed")
     text = admin_client.get(url).content.decode()
-    assert re.findall(r'href="\?o=([^"&]*)"', text) == ["finished_at"]  # the only one left
+    assert "sorts the 1 jobs that finished last of 3" in text
     assert rows(admin_client.get(url)) == [ids["a"], ids["b"], ids["c"]]  # newest finish first
+    # Its index serves finish time: the whole list, both ways.
     assert rows(admin_client.get(url, {"o": "finished_at"})) == [ids["c"], ids["b"], ids["a"]]
-    assert rows(admin_client.get(url, {"o": "-attempts"})) == [ids["a"], ids["b"], ids["c"]]
+    assert rows(admin_client.get(url, {"o": "-finished_at"})) == [ids["a"], ids["b"], ids["c"]]
+    # Creation time: among the one that finished last only.
+    assert rows(admin_client.get(url, {"o": "created_at"})) == [ids["a"]]
 
 
 def test_a_broad_search_counts_to_its_limit_and_pages_through_that_many(
@@ -233,8 +253,8 @@ def test_failed_list_sorts_by_attempts_and_failure_time(
 ) -> None:
     first, second = fail_jobs(queue, 2)
     url = changelist("failed")
-    assert rows(admin_client.get(url, {"o": "updated_at"})) == [first, second]
-    assert rows(admin_client.get(url, {"o": "-updated_at"})) == [second, first]
+    assert rows(admin_client.get(url, {"o": "finished_at"})) == [first, second]
+    assert rows(admin_client.get(url, {"o": "-finished_at"})) == [second, first]
 
 
 def test_search_by_id_prefix_dedupe_key_and_error_text(
