@@ -16,6 +16,7 @@ that database instead.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -266,6 +267,15 @@ def main() -> int:
         ("get_stats(email)", lambda: store.get_stats("email")),
         ("get_job", lambda: store.get_job(job_id)),
     ]
+    if "among_newest" in inspect.signature(store.list_jobs).parameters:  # (A/B runs)
+        queries.append(
+            (
+                "list_jobs(completed, order=type, among 50k)",
+                lambda: store.list_jobs(
+                    status="completed", order="type", limit=50, among_newest=50_000
+                ),
+            )
+        )
     if hasattr(store, "read_activity"):  # absent before the overview's reads (A/B runs)
         from durabl.model.activity import ActivityWindow
 
@@ -306,7 +316,14 @@ def main() -> int:
             "cancelled list, sorted by -created_at",
             "/admin/durabl_django/cancelledjob/?o=-created_at",
         ),
+        # No index serves these: a list of over 50,000 sorts its last 50,000.
         ("failed list, sorted by attempts", "/admin/durabl_django/job/?o=attempts"),
+        ("completed list, sorted by type", "/admin/durabl_django/completedjob/?o=type"),
+        (
+            "completed list, sorted by -created_at, p. 500",
+            "/admin/durabl_django/completedjob/?o=-created_at&p=500",
+        ),
+        ("pending list, sorted by priority", "/admin/durabl_django/pendingjob/?o=priority"),
         (
             "completed list, sorted by finish, oldest",
             "/admin/durabl_django/completedjob/?o=finished_at",
