@@ -4,11 +4,11 @@
 two-core machine. This script counts instructions instead (valgrind's callgrind), which
 repeats to within a fraction of a percent whatever else the machine does: for each setup
 of ``metrics_cost.py`` (plain; metrics; metrics and tracing recording every span; the same
-with a 10 % parent-based sampler), a first process enqueues the jobs through the
-instrumented queue, then a second one runs them with ``queue.run_pending()`` (one thread,
-no completer: the serial cost of a run) under callgrind. Two job counts are run; their
-difference divided by the difference in jobs is the cost of one job, with the process's
-start-up left out.
+with a 10 % parent-based sampler; tracing with OpenTelemetry's API alone), a first
+process enqueues the jobs through the instrumented queue, then a second one runs them
+with ``queue.run_pending()`` (one thread, no completer: the serial cost of a run) under
+callgrind. Two job counts are run; their difference divided by the difference in jobs is
+the cost of one job, with the process's start-up left out.
 
 Run: ``.venv/bin/python bench/metrics_instructions.py [--jobs 100 500]`` (needs
 ``valgrind``; about 25 s per setup).

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SchemaTooNewError,
     )
     from durabl.model.job import (
+        EVENT_KINDS,
         FAILURE_KINDS,
         STATUSES,
         TERMINAL_STATUSES,
@@ -140,6 +141,7 @@ __all__ = [
     "STATUSES",
     "StepKeys",
     "TERMINAL_STATUSES",
+    "EVENT_KINDS",
     "validate_enqueue",
     "WorkerInfo",
 ]
@@ -170,6 +172,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "SchemaTooNewError",
     ),
     "durabl.model.job": (
+        "EVENT_KINDS",
         "FAILURE_KINDS",
         "STATUSES",
         "TERMINAL_STATUSES",

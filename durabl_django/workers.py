@@ -157,7 +157,7 @@ class Runner:
 
     def start(self) -> None:
         """Connect, start the workers and the reaper, and take over the signals."""
-        self.queue.add_event_sink(self._count_release)
+        self.queue.add_event_sink(self._count_release, kinds=("shutdown-released",))
         self.queue.startup()
         self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
         for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's

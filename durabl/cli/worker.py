@@ -263,7 +263,7 @@ class Worker:
 
     def wait(self) -> int:
         """Block until a signal, drain, restore the signals; the exit code."""
-        remove_sink = self.queue.add_event_sink(self.count_release)
+        remove_sink = self.queue.add_event_sink(self.count_release, kinds=("shutdown-released",))
         try:
             while not self.signalled.wait(1.0):
                 pass

@@ -576,6 +576,9 @@ EventKind = Literal[
     "changestream-closed",
 ]
 
+#: Every :data:`EventKind`, for checking the kinds a sink asks for.
+EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
+
 PickupMode = Literal["push", "poll"]
 
 
@@ -598,7 +601,7 @@ class QueueHealth:
         return self.healthy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class JobEvent:
     """One thing that happened, for metrics. Fields beyond kind/type/job_id depend on kind."""
 
@@ -613,6 +616,36 @@ class JobEvent:
     error: BaseException | None = None
     attempt: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        kind: str,
+        type: str | None = None,
+        job_id: str | None = None,
+        duration: float | None = None,
+        terminal: bool | None = None,
+        op: str | None = None,
+        handled: int | None = None,
+        saturated: bool | None = None,
+        error: BaseException | None = None,
+        attempt: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        # Built for every claim and outcome while a sink listens: one write of the
+        # instance's dict, not the frozen dataclass's object.__setattr__ per field.
+        self.__dict__.update(
+            kind=kind,
+            type=type,
+            job_id=job_id,
+            duration=duration,
+            terminal=terminal,
+            op=op,
+            handled=handled,
+            saturated=saturated,
+            error=error,
+            attempt=attempt,
+            extra={} if extra is None else extra,
+        )
 
 
 def job_from_fields(values: dict[str, Any]) -> Job[Any]:

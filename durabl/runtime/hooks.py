@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
+from functools import partial
 from typing import Any, Generic, TypeVar
 
-from durabl.model.job import Job, JobEvent
+from durabl.model.job import EVENT_KINDS, Job, JobEvent
 from durabl.model.options import NewJob
 
 Proceed = Callable[[], object]
@@ -104,21 +105,10 @@ class RunHooks(_Hooks[RunHook]):
         hooks = self._hooks
         if not hooks:
             return run()
-        raised: list[BaseException] = []
-
-        def handler() -> object:
-            try:
-                return run()
-            except BaseException as exc:
-                raised.append(exc)
-                raise
-
-        call: Proceed = handler
-        for hook in reversed(hooks):
-            call = _layer(hook, job, call)
-        result = call()
-        if raised:
-            raise raised[0]
+        chain = _RunChain(hooks, job, run)
+        result = chain.enter(0)
+        if chain.raised is not None:
+            raise chain.raised
         return result
 
 
@@ -177,13 +167,69 @@ def _enqueue_layer(hook: EnqueueHook, inner: EnqueueProceed) -> EnqueueProceed:
 
 class EventSinks(_Hooks[Callable[[JobEvent], object]]):
     """The event sinks added to one queue (``queue.add_event_sink``), beside its
-    ``on_job_event``."""
+    ``on_job_event``. A sink may take only some kinds: then no event of another kind is
+    built for it (``wants(kind)`` is asked before an event is made)."""
 
     kind = "an event sink"
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: The kinds some sink takes; None: every kind (a sink took them all, or none).
+        self._wanted: frozenset[str] | None = frozenset()
+
+    def add(
+        self, hook: Callable[[JobEvent], object], kinds: Iterable[str] | None = None
+    ) -> Callable[[], None]:
+        """Send every later event (of ``kinds``, None: of every kind) to ``hook``;
+        returns a function that removes it."""
+        wanted = None if kinds is None else _event_kinds(kinds)
+        if not callable(hook):
+            raise TypeError(f"{self.kind} must be callable, got {hook!r}")
+        entry = _SinkEntry(hook, wanted)
+        with self._lock:
+            self.own = (*self.own, entry)
+            self._wanted = _union(self.own)
+
+        def remove() -> None:
+            with self._lock:
+                self.own = tuple(h for h in self.own if h is not entry)
+                self._wanted = _union(self.own)
+
+        return remove
+
+    def wants(self, kind: str) -> bool:
+        """Whether some sink takes events of ``kind``."""
+        wanted = self._wanted
+        return wanted is None or kind in wanted
+
     def emit(self, event: JobEvent, logger: logging.Logger) -> None:
-        for sink in self.own:
-            emit_event(sink, event, logger)
+        kind = event.kind
+        for entry in self.own:
+            kinds = entry.kinds  # type: ignore[attr-defined]
+            if kinds is None or kind in kinds:
+                emit_event(entry.hook, event, logger)  # type: ignore[attr-defined]
+
+
+def _event_kinds(kinds: Iterable[str]) -> frozenset[str]:
+    if isinstance(kinds, str):
+        raise TypeError(f"kinds must be a collection of event kinds, not the string {kinds!r}")
+    wanted = frozenset(kinds)
+    unknown = sorted(k for k in wanted if k not in EVENT_KINDS)
+    if unknown:
+        raise ValueError(
+            f"unknown event kind(s) {', '.join(map(repr, unknown))}; "
+            f"the kinds are {', '.join(sorted(EVENT_KINDS))}"
+        )
+    return wanted
+
+
+def _union(sinks: tuple[Any, ...]) -> frozenset[str] | None:
+    wanted: set[str] = set()
+    for sink in sinks:
+        if sink.kinds is None:
+            return None
+        wanted |= sink.kinds
+    return frozenset(wanted)
 
 
 #: The hooks around every queue's runs and enqueues, in this process.
@@ -218,19 +264,47 @@ class _Entry:
         return repr(self.hook)
 
 
-def _layer(hook: RunHook, job: Job[Any], inner: Proceed) -> Proceed:
-    def proceed_once() -> object:
-        if calls:
-            raise RuntimeError(f"run hook {hook!r} called proceed() more than once")
-        calls.append(True)
-        return inner()
+class _SinkEntry(_Entry):
+    __slots__ = ("kinds",)
 
-    calls: list[bool] = []
+    def __init__(self, hook: Callable[..., Any], kinds: frozenset[str] | None) -> None:
+        super().__init__(hook)
+        self.kinds = kinds
 
-    def layer() -> object:
-        result = hook(job, proceed_once)
-        if not calls:
+
+class _RunChain:
+    """One run through its hooks: hook ``i`` gets a ``proceed`` that enters level
+    ``i + 1`` (the handler past the last hook), at most once. One object per run rather
+    than closures per hook: a run is a worker's hot path."""
+
+    __slots__ = ("entered", "hooks", "job", "raised", "run")
+
+    def __init__(self, hooks: tuple[RunHook, ...], job: Job[Any], run: Proceed) -> None:
+        self.hooks = hooks
+        self.job = job
+        self.run = run
+        #: The deepest level a proceed() entered (0: none yet).
+        self.entered = 0
+        #: The handler's own error, kept in case a hook swallows it.
+        self.raised: BaseException | None = None
+
+    def enter(self, level: int) -> object:
+        hooks = self.hooks
+        if level == len(hooks):
+            try:
+                return self.run()
+            except BaseException as exc:
+                self.raised = exc
+                raise
+        hook = hooks[level]
+        result = hook(self.job, partial(self.proceed, level + 1))
+        if self.entered <= level:
             raise HookNotProceededError(f"run hook {hook!r} returned without calling proceed()")
         return result
 
-    return layer
+    def proceed(self, level: int) -> object:
+        if self.entered >= level:
+            hook = self.hooks[level - 1]
+            raise RuntimeError(f"run hook {hook!r} called proceed() more than once")
+        self.entered = level
+        return self.enter(level)

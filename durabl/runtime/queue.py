@@ -158,15 +158,17 @@ class JobQueue:
         if self.event_sinks.own:
             self.event_sinks.emit(event, self.logger)
 
-    @property
-    def listening(self) -> bool:
-        """Whether any sink takes events (else none need be built)."""
-        return self.on_job_event is not None or bool(self.event_sinks.own)
+    def listens(self, kind: str) -> bool:
+        """Whether any sink takes events of ``kind`` (else none need be built)."""
+        return self.on_job_event is not None or self.event_sinks.wants(kind)
 
-    def add_event_sink(self, sink: Callable[[JobEvent], object]) -> Callable[[], None]:
-        """Send every later event to ``sink`` too, after ``on_job_event`` (a failing sink
-        is logged and never affects a job). Returns a function that removes it."""
-        return self.event_sinks.add(sink)
+    def add_event_sink(
+        self, sink: Callable[[JobEvent], object], *, kinds: Iterable[str] | None = None
+    ) -> Callable[[], None]:
+        """Send every later event (of ``kinds`` only, when given) to ``sink`` too, after
+        ``on_job_event`` (a failing sink is logged and never affects a job). An unknown
+        kind is a ``ValueError``. Returns a function that removes it."""
+        return self.event_sinks.add(sink, kinds)
 
     def active_runs(self) -> list[ManagedRun]:
         """The runs of this queue not over yet (claimed, running, or being written)."""

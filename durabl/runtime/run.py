@@ -126,9 +126,8 @@ class Runtime(Protocol):
     visibility_timeout: float
     retention: float | None
 
-    #: Whether any event sink listens (else no event need be built).
-    @property
-    def listening(self) -> bool: ...
+    #: Whether any event sink takes events of this kind (else none need be built).
+    def listens(self, kind: str) -> bool: ...
 
     #: The live runs: each run tracks itself from its claim until it is over.
     runs: RunRegistry[ManagedRun]
@@ -179,7 +178,7 @@ def dead_letter(
     if kind not in DEAD_LETTER_KINDS:
         return
     extra = {"job_id": job_id, "type": type}
-    if runtime.listening:
+    if runtime.listens("dead-lettered"):
         runtime.emit(JobEvent("dead-lettered", type, job_id, extra={"failure_kind": kind}))
     options = runtime.type_options(type)
     hook = None if options is None else options.on_dead_letter
@@ -319,7 +318,7 @@ class ManagedRun:
         return self.handle.id
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        if not self.runtime.listening:
+        if not self.runtime.listens(kind):
             return
         self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
 

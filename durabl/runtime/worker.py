@@ -282,7 +282,7 @@ class Processor:
         with self._lock:
             self._outstanding += claimed
             self._maybe_more = claimed == free
-        events = self.runtime.listening
+        events = self.runtime.listens("claimed")
         for n, handle in enumerate(handles):
             ahead = n >= starting
             if events:

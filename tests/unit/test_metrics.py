@@ -120,3 +120,92 @@ def test_serve_exposes_metrics_over_http() -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body = response.read().decode()
     assert 'durabl_jobs_enqueued_total{type="ok"} 1.0' in body
+
+
+def test_histogram_buckets_match_prometheus_clients_own() -> None:
+    """The tallies put each value in the bucket prometheus_client's Histogram would,
+    bounds included (a bucket holds values up to and including its bound)."""
+    from prometheus_client import Histogram
+
+    values = [0.0, 0.005, 0.0050001, 0.01, 0.3, 1.0, 2.5, 59.99, 60.0, 899.0, 900.0, 5e4]
+    values += [i / 997 for i in range(2000)]
+    tallies = metrics.Tallies()
+    for v in values:
+        tallies.observe("durabl_job_duration_seconds", "t", v)
+    ours = CollectorRegistry()
+    ours.register(tallies)
+    theirs = CollectorRegistry()
+    oracle = Histogram(
+        "durabl_job_duration_seconds",
+        "Handler run time",
+        ["type"],
+        buckets=metrics.DURATION_BUCKETS,
+        registry=theirs,
+    ).labels("t")
+    for v in values:
+        oracle.observe(v)
+    for bound in [*metrics.DURATION_BUCKETS, float("inf")]:
+        le = "+Inf" if bound == float("inf") else repr(float(bound))
+        name = "durabl_job_duration_seconds_bucket"
+        assert value(ours, name, type="t", le=le) == value(theirs, name, type="t", le=le), le
+    for suffix in ("_count", "_sum"):
+        name = "durabl_job_duration_seconds" + suffix
+        assert value(ours, name, type="t") == pytest.approx(value(theirs, name, type="t"))
+
+
+def test_tallies_count_every_observation_from_many_threads_exactly_once() -> None:
+    import threading
+
+    tallies = metrics.Tallies()
+    registry = CollectorRegistry()
+    registry.register(tallies)
+    threads, per_thread = 8, 5000
+    start = threading.Barrier(threads + 1)
+
+    def record(n: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            tallies.count(("durabl_jobs_completed_total", f"t{n % 2}"))
+            tallies.observe("durabl_job_pickup_delay_seconds", f"t{n % 2}", (i % 7) * 0.3)
+            if i % 500 == 0:  # scrapes in between never lose a count
+                registry.collect()
+
+    workers = [threading.Thread(target=record, args=(n,), name=f"rec-{n}") for n in range(threads)]
+    for t in workers:
+        t.start()
+    start.wait()
+    for t in workers:
+        t.join()
+    for type in ("t0", "t1"):
+        assert value(registry, "durabl_jobs_completed_total", type=type) == 4 * per_thread
+        assert value(registry, "durabl_job_pickup_delay_seconds_count", type=type) == 4 * per_thread
+        # (i % 7) * 0.3 <= 0.25 only for i % 7 == 0: a seventh of them, rounded up
+        expected = 4 * len([i for i in range(per_thread) if i % 7 == 0])
+        assert (
+            value(registry, "durabl_job_pickup_delay_seconds_bucket", type=type, le="0.25")
+            == expected
+        )
+
+
+def test_counters_carry_created_series_like_prometheus_clients() -> None:
+    registry = CollectorRegistry()
+    queue = JobQueue(MemoryBackend())
+    metrics.install(queue, registry=registry)
+    queue.enqueue("ok", {})
+    queue.register("ok", ok)
+    queue.run_pending("ok")
+    for name in (
+        "durabl_jobs_enqueued_created",
+        "durabl_jobs_completed_created",
+        "durabl_job_duration_seconds_created",
+        "durabl_job_pickup_delay_seconds_created",
+    ):
+        created = value(registry, name, type="ok")
+        assert created is not None and created > 1.7e9, name
+
+
+def test_metrics_take_only_the_events_they_count() -> None:
+    queue = JobQueue(MemoryBackend())
+    metrics.install(queue, registry=CollectorRegistry())
+    assert queue.listens("completed") and queue.listens("dead-lettered")
+    assert not queue.listens("claimed")  # no claimed event is built for the metrics

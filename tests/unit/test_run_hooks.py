@@ -99,6 +99,49 @@ def test_a_hook_that_never_proceeds_fails_the_attempt(q: JobQueue) -> None:
     assert HookNotProceededError.__name__ in (job.fail_reason or "")
 
 
+def test_an_inner_hook_that_never_proceeds_is_named_and_the_outer_sees_its_error(
+    q: JobQueue,
+) -> None:
+    seen: list[str] = []
+
+    def outer(job: Job[Any], proceed: Proceed) -> object:
+        try:
+            return proceed()
+        except HookNotProceededError as exc:
+            seen.append(type(exc).__name__)
+            raise
+
+    def forgetful_inner(job: Job[Any], proceed: Proceed) -> object:
+        return None
+
+    q.add_run_hook(outer)
+    q.add_run_hook(forgetful_inner)
+    q.register("t", lambda job, ctx: seen.append("handler"))
+    q.enqueue("t", {}, max_attempts=1)
+    q.run_pending()
+    job = only(q)
+    assert seen == ["HookNotProceededError"]  # the handler never ran
+    assert job.status == "failed" and "forgetful_inner" in (job.fail_reason or "")
+
+
+def test_a_middle_hook_cannot_proceed_twice_and_the_handler_runs_once(q: JobQueue) -> None:
+    ran: list[str] = []
+
+    def twice(job: Job[Any], proceed: Proceed) -> object:
+        proceed()
+        return proceed()
+
+    q.add_run_hook(recorder(ran, "outer"))
+    q.add_run_hook(twice)
+    q.add_run_hook(recorder(ran, "inner"))
+    q.register("t", lambda job, ctx: ran.append("handler"))
+    q.enqueue("t", {}, max_attempts=1)
+    q.run_pending()
+    assert ran == ["outer:before:t", "inner:before:t", "handler", "inner:after", "outer:after"]
+    reason = only(q).fail_reason or ""
+    assert "more than once" in reason and "twice" in reason
+
+
 def test_a_hook_cannot_proceed_twice(q: JobQueue) -> None:
     ran: list[str] = []
 
