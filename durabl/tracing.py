@@ -23,7 +23,6 @@ without ``instrument()`` no hook runs and no job stores a context.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Mapping
@@ -78,7 +77,8 @@ class Instrumentation:
         ) as span:
             carrier: dict[str, str] = {}
             self._api.propagate.inject(carrier)
-            job_id = proceed(dataclasses.replace(job, trace_context=fitted(carrier)))
+            headers = fitted(carrier)  # None: nothing to carry (no SDK, or an invalid span)
+            job_id = proceed(job if headers is None else job.with_trace_context(headers))
             if job_id is not None:
                 span.set_attribute("messaging.message.id", job_id)
             else:  # a dedupe key already covered it: nothing new was stored

@@ -9,12 +9,12 @@ proceeding, or returns without proceeding, fails the attempt like a handler erro
 
 An enqueue hook (``queue.add_enqueue_hook(hook)``) is ``hook(new_job, proceed) -> id``:
 it sees the checked job before it is stored and calls ``proceed(new_job)`` exactly once,
-with that job or a copy whose ``trace_context`` it set (``dataclasses.replace``; any other
-change is a ``ValueError``: the rest was checked already). ``proceed`` returns the stored
-job's id, or None when a dedupe key already covered it, and the enqueue returns that,
-whatever the hook returns. A hook that raises before proceeding stores nothing; one that
-raises after it leaves the job stored (``claim_or_enqueue`` hands its claim back) and the
-enqueue raises.
+with that job or a copy whose ``trace_context`` it set (``new_job.with_trace_context``
+or ``dataclasses.replace``; any other change is a ``ValueError``: the rest was checked
+already). ``proceed`` returns the stored job's id, or None when a dedupe key already
+covered it, and the enqueue returns that, whatever the hook returns. A hook that raises
+before proceeding stores nothing; one that raises after it leaves the job stored
+(``claim_or_enqueue`` hands its claim back) and the enqueue raises.
 
 Hooks nest in the order they were added: the first added is the outermost. The
 process-wide hooks (:func:`durabl.add_run_hook`, :func:`durabl.add_enqueue_hook`) wrap
@@ -146,7 +146,7 @@ def _enqueue_layer(hook: EnqueueHook, inner: EnqueueProceed) -> EnqueueProceed:
                 )
             if changed is not job and any(
                 getattr(changed, name) is not getattr(job, name) for name in _KEPT_FIELDS
-            ):  # dataclasses.replace() keeps the very objects of the fields it leaves
+            ):  # with_trace_context() and replace() keep the very objects of the other fields
                 raise ValueError(
                     f"enqueue hook {hook!r} changed the job: a hook may set only its "
                     "trace_context (the rest was checked before the hooks ran)"

@@ -178,6 +178,27 @@ def test_a_trace_context_must_map_strings_to_strings() -> None:
     assert dataclasses.replace(job, trace_context={}).trace_context is None
 
 
+def test_with_trace_context_is_replace_without_rebuilding_the_job() -> None:
+    job = build_new_job("t", {"a": [1]}, dedupe_key="k", priority=3)
+    headers = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    fast = job.with_trace_context(headers)
+    assert fast == dataclasses.replace(job, trace_context=headers)
+    assert fast.trace_context == headers and job.trace_context is None  # the original kept
+    assert all(  # the very objects, as the enqueue-hook check requires
+        getattr(fast, f.name) is getattr(job, f.name)
+        for f in dataclasses.fields(NewJob)
+        if f.name != "trace_context"
+    )
+    assert job.with_trace_context({}).trace_context is None
+    assert job.with_trace_context(None).trace_context is None
+    with pytest.raises(TypeError, match="str"):
+        job.with_trace_context({"traceparent": 1})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="at most"):
+        job.with_trace_context({"baggage": "x" * MAX_TRACE_CONTEXT_BYTES})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.trace_context = None  # type: ignore[misc]
+
+
 def test_tracing_keeps_the_trace_headers_first_and_baggage_only_as_room_allows() -> None:
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     big = {"baggage": "k=" + "v" * MAX_TRACE_CONTEXT_BYTES, "traceparent": parent}
