@@ -85,4 +85,5 @@ class InlineRuns:
             raise QueueShutdownError(f"{what} refused: the queue is shutting down")
 
     def _claimed(self, handle: JobHandle[Any]) -> None:
-        self.runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))
+        if self.runtime.listens("claimed"):
+            self.runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))

@@ -299,9 +299,10 @@ class Processor:
         handles = self.runtime.backend.claim(self.type, limit=1, lease_owner=self.lease_owner)
         if not handles:
             return False
-        self.runtime.emit(
-            JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
-        )
+        if self.runtime.listens("claimed"):
+            self.runtime.emit(
+                JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
+            )
         outcome = self._new_run(handles[0], claimed_at).execute()
         if is_interrupt(outcome.error):
             # The calling thread's own run: SystemExit / KeyboardInterrupt go on up once
