@@ -36,6 +36,23 @@ from durabl import JobQueue, SqliteJobQueue  # noqa: E402
 SETUPS = ("plain", "metrics", "metrics+tracing", "metrics+tracing 10%", "metrics+tracing API")
 
 
+def dropping_provider(ratio: float = 1.0) -> Any:
+    """An SDK tracer provider that records ``ratio`` of the traces (parent-based) and
+    whose batch processor hands every span to an exporter that drops it: what spans cost
+    a worker, not an exporter's network."""
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    return provider
+
+
 def instrument(queue: JobQueue, setup: str) -> None:
     if setup == "plain":
         return
@@ -51,18 +68,8 @@ def instrument(queue: JobQueue, setup: str) -> None:
 
         tracing.instrument(queue, tracer_provider=NoOpTracerProvider())
         return
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-
-    class Dropped(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
     ratio = 0.1 if setup.endswith("10%") else 1.0
-    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
-    provider.add_span_processor(BatchSpanProcessor(Dropped()))
-    tracing.instrument(queue, tracer_provider=provider)
+    tracing.instrument(queue, tracer_provider=dropping_provider(ratio))
 
 
 def one_run(jobs: int, workers: int, setup: str) -> float:

@@ -24,32 +24,22 @@ from __future__ import annotations
 import argparse
 import sys
 import timeit
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for entry in (ROOT, ROOT / "bench"):
+    if str(entry) not in sys.path:
+        sys.path.insert(0, str(entry))
+
+from metrics_cost import dropping_provider  # noqa: E402
 
 from durabl import Job, JobQueue, MemoryBackend, NewJob  # noqa: E402
 
 SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 NOT_SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
-
-
-def provider() -> Any:
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class Dropped(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    made = TracerProvider()  # parent-based, always on: a sampled parent's child is recorded
-    made.add_span_processor(BatchSpanProcessor(Dropped()))
-    return made
 
 
 def job(traceparent: str | None) -> Job[Any]:
@@ -94,7 +84,7 @@ def main() -> int:
         return 1
     from durabl import tracing
 
-    sdk = provider()
+    sdk = dropping_provider()  # parent-based, every trace: a sampled parent's child is recorded
     tracer = sdk.get_tracer("durabl")
     sampled, dropped = (
         propagate.extract({"traceparent": SAMPLED}),

@@ -71,18 +71,29 @@ class _Hooks(Generic[H]):
 
     def add(self, hook: H) -> Callable[[], None]:
         """Wrap every later call in ``hook``; returns a function that removes it."""
+        self._check(hook)
+        return self._insert(_Entry(hook))
+
+    def _check(self, hook: object) -> None:
         if not callable(hook):
             raise TypeError(f"{self.kind} must be callable, got {hook!r}")
-        entry: Any = _Entry(hook)  # distinct per add(), so the same hook may be added twice
 
+    def _insert(self, entry: Any) -> Callable[[], None]:
+        """Add ``entry`` (distinct per add(), so the same hook may be added twice) last;
+        returns a function that removes it."""
         with self._lock:
             self.own = (*self.own, entry)
+            self._changed()
 
         def remove() -> None:
             with self._lock:
                 self.own = tuple(h for h in self.own if h is not entry)
+                self._changed()
 
         return remove
+
+    def _changed(self) -> None:
+        """Called under the lock once ``own`` changed."""
 
     @property
     def _hooks(self) -> tuple[H, ...]:
@@ -183,19 +194,11 @@ class EventSinks(_Hooks[Callable[[JobEvent], object]]):
         """Send every later event (of ``kinds``, None: of every kind) to ``hook``;
         returns a function that removes it."""
         wanted = None if kinds is None else _event_kinds(kinds)
-        if not callable(hook):
-            raise TypeError(f"{self.kind} must be callable, got {hook!r}")
-        entry = _SinkEntry(hook, wanted)
-        with self._lock:
-            self.own = (*self.own, entry)
-            self._wanted = _union(self.own)
+        self._check(hook)
+        return self._insert(_SinkEntry(hook, wanted))
 
-        def remove() -> None:
-            with self._lock:
-                self.own = tuple(h for h in self.own if h is not entry)
-                self._wanted = _union(self.own)
-
-        return remove
+    def _changed(self) -> None:
+        self._wanted = _union(self.own)
 
     def wants(self, kind: str) -> bool:
         """Whether some sink takes events of ``kind``."""
