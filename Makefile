@@ -17,7 +17,10 @@ help: ## List the targets
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,django,postgres,schemas,cron,metrics,otel]'
+	@# setuptools prints a boxed notice on every editable install ("Editable installation",
+	@# information only); it is not about this project, so it is not shown.
+	PYTHONWARNINGS='ignore:Editable installation' \
+		$(BIN)/python -m pip install --quiet -e '.[test,dev,django,postgres,schemas,cron,metrics,otel]'
 	@touch $(STAMP)
 
 demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live progress
@@ -69,7 +72,7 @@ format: $(STAMP) ## Format the code
 	$(BIN)/ruff check --fix durabl durabl_django tests bench examples
 
 $(VENV)/.bench-deps: $(STAMP) setup.cfg
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install --quiet -e '.[bench]'
 	@touch $(VENV)/.bench-deps
 
 bench: $(VENV)/.bench-deps ## Cost per job; throughput and latency vs Huey, django-tasks (SQLite), Procrastinate (PostgreSQL)
