@@ -9,9 +9,9 @@ from typing import Any
 
 from durabl.model.abort import Handler
 from durabl.model.exceptions import QueueShutdownError
-from durabl.model.job import JobEvent, JobHandle
+from durabl.model.job import JobHandle
 from durabl.model.options import NewJob
-from durabl.runtime.run import ManagedRun, Runtime, is_interrupt, release_unrun
+from durabl.runtime.run import ManagedRun, Runtime, emit_claimed, is_interrupt, release_unrun
 
 
 @dataclass(frozen=True)
@@ -85,5 +85,4 @@ class InlineRuns:
             raise QueueShutdownError(f"{what} refused: the queue is shutting down")
 
     def _claimed(self, handle: JobHandle[Any]) -> None:
-        if self.runtime.listens("claimed"):
-            self.runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))
+        emit_claimed(self.runtime, handle)

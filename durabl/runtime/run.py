@@ -164,6 +164,12 @@ def parse_payload(runtime: Runtime, job: Job[Any]) -> Job[Any]:
     return job
 
 
+def emit_claimed(runtime: Runtime, handle: JobHandle[Any]) -> None:
+    """The ``claimed`` event of ``handle``, built only when some sink takes it."""
+    if runtime.listens("claimed"):
+        runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))
+
+
 def dead_letter(
     runtime: Runtime,
     type: str,

@@ -21,11 +21,17 @@ from durabl.model.abort import Handler
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import DeclaredOptions
 from durabl.model.exceptions import QueueShutdownError
-from durabl.model.job import JobEvent, JobHandle
+from durabl.model.job import JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import HeartbeatThread
-from durabl.runtime.run import ManagedRun, Runtime, check_plain_function, is_interrupt
+from durabl.runtime.run import (
+    ManagedRun,
+    Runtime,
+    check_plain_function,
+    emit_claimed,
+    is_interrupt,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -282,13 +288,9 @@ class Processor:
         with self._lock:
             self._outstanding += claimed
             self._maybe_more = claimed == free
-        events = self.runtime.listens("claimed")
         for n, handle in enumerate(handles):
             ahead = n >= starting
-            if events:
-                self.runtime.emit(
-                    JobEvent("claimed", self.type, handle.id, attempt=handle.attempts)
-                )
+            emit_claimed(self.runtime, handle)
             # The run tracks itself from here on, so shutdown sees (and fences) it unstarted.
             self._handoff.put(self._new_run(handle, claimed_at, reserved=ahead))
         return claimed
@@ -299,10 +301,7 @@ class Processor:
         handles = self.runtime.backend.claim(self.type, limit=1, lease_owner=self.lease_owner)
         if not handles:
             return False
-        if self.runtime.listens("claimed"):
-            self.runtime.emit(
-                JobEvent("claimed", self.type, handles[0].id, attempt=handles[0].attempts)
-            )
+        emit_claimed(self.runtime, handles[0])
         outcome = self._new_run(handles[0], claimed_at).execute()
         if is_interrupt(outcome.error):
             # The calling thread's own run: SystemExit / KeyboardInterrupt go on up once
