@@ -1,8 +1,9 @@
 """Shared fixtures: a fake clock and a backend per store.
 
 The ``backend`` fixture of the contract suite runs over every store: mongomock and the
-in-memory backend always; a real MongoDB when ``MONGO_URL`` is set or a Docker engine
-answers (testcontainers), otherwise that run skips with a one-line reason; PostgreSQL at
+in-memory backend always; a real MongoDB server: ``MONGO_URL`` when set, else the
+SecantusDB wire server started for the session (skipped with one line when neither can be
+had, failed instead under ``DURABL_REQUIRE_MONGO=1`` or ``CI=true``); PostgreSQL at
 ``DURABL_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``), each
 test on tables of its own, skipped with one line when no server answers (failed instead
 when ``DURABL_REQUIRE_POSTGRES=1``). Where that server does not answer (and it is not
@@ -46,20 +47,59 @@ def _docker_answers() -> bool:
     return True
 
 
+REQUIRE_MONGO = "DURABL_REQUIRE_MONGO"
+
+
+def mongo_required() -> bool:
+    """Whether a missing MongoDB server fails the tests that need one instead of skipping
+    them: ``DURABL_REQUIRE_MONGO=1``, and always in CI (``CI=true``)."""
+    return os.environ.get(REQUIRE_MONGO) == "1" or os.environ.get("CI") == "true"
+
+
 def real_mongo_url() -> str | None:
-    """A real MongoDB for this session, or None (the reason is in ``_real_mongo``)."""
+    """A real MongoDB server for this session, or None (the reason is in ``_real_mongo``).
+
+    ``MONGO_URL`` wins (a real ``mongod`` replica set). Otherwise the SecantusDB wire server
+    of the ``test`` extra is started on a free port (:mod:`tests.mongo_server`), and stopped
+    at the end of the session; ``DURABL_TEST_MONGO_WIRE=0`` turns that off, and then a Docker
+    engine, if one answers, runs ``mongo:7`` (testcontainers)."""
     if "url" in _real_mongo:
         return _real_mongo["url"]  # type: ignore[no-any-return]
-    url = os.environ.get("MONGO_URL")
-    if not url and _docker_answers():
+    url = os.environ.get("MONGO_URL") or None
+    if url is None and os.environ.get("DURABL_TEST_MONGO_WIRE", "1") != "0":
+        from tests.mongo_server import NoServerError, WireServer
+
+        try:
+            server = WireServer.start()
+        except NoServerError as exc:
+            _real_mongo["reason"] = f"no MongoDB wire server: {exc}"
+        else:
+            _real_mongo["server"] = server
+            url = server.url
+    if url is None and _docker_answers():
         try:
             url = _start_replica_set()
         except Exception as exc:
             _real_mongo["reason"] = f"testcontainers could not start MongoDB: {exc}"
             url = None
-    elif not url:
-        _real_mongo["reason"] = "no real MongoDB: MONGO_URL is unset and no Docker engine answers"
+    elif url is None and "reason" not in _real_mongo:
+        _real_mongo["reason"] = (
+            "no real MongoDB: MONGO_URL is unset, the wire server is off and no Docker engine "
+            "answers"
+        )
     _real_mongo["url"] = url
+    return url
+
+
+def require_mongo() -> str:
+    """The URL of the real MongoDB server; skips the test with one line when there is none
+    (fails it under ``DURABL_REQUIRE_MONGO=1`` or in CI)."""
+    url = real_mongo_url()
+    if url is None:
+        reason = _real_mongo.get("reason", "no real MongoDB")
+        if mongo_required():
+            pytest.fail(f"{reason} ({REQUIRE_MONGO}=1 or CI=true)")
+        pytest.skip(reason)
     return url
 
 
@@ -90,6 +130,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     container = _real_mongo.get("container")
     if container is not None:
         container.stop()
+    wire_server = _real_mongo.pop("server", None)
+    if wire_server is not None:
+        wire_server.stop()
     server = _postgres.pop("server", None)
     if server is not None:
         server.stop()
@@ -106,9 +149,7 @@ def make_mongomock_backend(clock: FakeClock | None = None) -> MongoJobQueue:
 
 
 def make_real_mongo_backend(clock: FakeClock | None = None) -> MongoJobQueue:
-    url = real_mongo_url()
-    if url is None:
-        pytest.skip(_real_mongo.get("reason", "no real MongoDB"))
+    url = require_mongo()
     from pymongo import MongoClient
 
     client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True)
@@ -272,7 +313,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     if os.environ.get("MONGO_URL"):
         return "real MongoDB: MONGO_URL"
     return (
-        "real MongoDB: tried when a test asks (MONGO_URL unset; testcontainers if Docker answers)"
+        "real MongoDB: the SecantusDB wire server, started when a test first asks (MONGO_URL unset)"
     )
 
 

@@ -11,7 +11,6 @@ cue is hard to arrange).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -26,19 +25,14 @@ from pymongo.database import Database
 from durabl import Job, JobContext, JobEvent, JobQueue, MongoJobQueue
 from durabl.stores.mongo.changestream import PROJECTED_FIELDS, claimable_pipeline
 from durabl.testing import wait_until
-from tests.conftest import _real_mongo, real_mongo_url
+from tests.conftest import require_mongo
 
 PICKUP_BUDGET = 1.0  # seconds from enqueue (or run_at) to handler start
 
 
 @pytest.fixture
 def db() -> Iterator[Database[dict[str, Any]]]:
-    url = real_mongo_url()
-    if url is None:
-        reason = _real_mongo.get("reason", "no real MongoDB")
-        if os.environ.get("DURABL_REQUIRE_MONGO"):
-            pytest.fail(f"DURABL_REQUIRE_MONGO is set but {reason}")
-        pytest.skip(reason)
+    url = require_mongo()
     client: MongoClient[dict[str, Any]] = MongoClient(url, tz_aware=True)
     name = f"durabl_cs_{uuid.uuid4().hex[:8]}"
     try:

@@ -23,6 +23,7 @@ from durabl.orchestrator import OrchestrationContext, StepKeys
 from durabl.runtime.run import ManagedRun, SuspendRun
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock, wait_until
+from tests.contract.support import expire_leases
 
 VT = 30.0
 
@@ -108,7 +109,7 @@ def test_a_run_killed_between_steps_resumes_without_rerunning_completed_ones(
     job = get(q, job_id)
     assert job.status == "active"
     assert step_names(job) == ["create-customer", "create-sub"]
-    clock.advance(VT + 1)
+    expire_leases(clock, backend)
     assert backend.reap(VT).recovered == 1
     assert q.run_pending() == 1
     job = get(q, job_id)
@@ -161,7 +162,7 @@ def test_a_worker_that_dies_before_releasing_a_sleep_sleeps_again_after_the_reap
     (handle,) = backend.claim("nap", lease_owner="doomed")
     with pytest.raises(SuspendRun):  # the sleep is journaled; the release never happens
         handler.run_managed(ManagedRun(handle, handler, q))
-    clock.advance(VT + 1)
+    expire_leases(clock, backend)
     assert backend.reap(VT).recovered == 1
     assert q.run_pending() == 1  # due at once after the reap, and back to sleep
     job = get(q, job_id)
@@ -184,7 +185,7 @@ def test_a_stale_run_cannot_journal_once_its_job_was_reclaimed(
         def b(keys: StepKeys, signal: AbortSignal) -> None:
             ran["b"] += 1
             if not taken:  # meanwhile the lease expires and another worker takes the job
-                clock.advance(VT + 1)
+                expire_leases(clock, backend)
                 assert backend.reap(VT).recovered == 1
                 taken.extend(backend.claim("trial", lease_owner="other"))
 
