@@ -54,10 +54,13 @@ browser: ## Install Debian's chromium and chromedriver (for the admin browser te
 	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then \
 		exit 0; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "browser: installing chromium and chromium-driver with apt-get"; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
-			|| echo "browser: apt-get could not install them; the browser test will skip"; \
+		echo "browser: installing chromium, chromium-driver and a font with apt-get (no recommended packages)"; \
+		log=$$(mktemp) && \
+		{ DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o Dpkg::Use-Pty=0 chromium chromium-driver fonts-dejavu-core; } >"$$log" 2>&1 \
+			|| { tail -n 5 "$$log"; echo "browser: apt-get could not install them; the browser test will skip"; }; \
+		rm -f "$$log"; \
 	else \
 		echo "browser: $(CHROMIUM) or $(CHROMEDRIVER) is missing and apt-get as root is not available; the browser test will skip"; \
 	fi
