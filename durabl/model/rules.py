@@ -72,18 +72,27 @@ def created_claimed(token: str, now: Any, lease_owner: str) -> dict[str, Any]:
     }
 
 
-ReapDecision = Literal["refund", "recover", "stall"]
+ReapDecision = Literal["cancel", "refund", "recover", "stall"]
 
 
 def reap_decision(
-    attempts: int, max_attempts: int, *, reserved: bool, unstarted_reaps: int
+    attempts: int,
+    max_attempts: int,
+    *,
+    reserved: bool,
+    unstarted_reaps: int,
+    cancel_requested: bool,
 ) -> ReapDecision:
-    """What the reaper does with an active job whose lease expired.
+    """What the reaper does with an active job whose lease expired, in this order:
 
-    ``refund``: back to pending with its attempt given back (a read-ahead claim whose handler
-    never started); ``recover``: back to pending, the lost run counted; ``stall``: failed
-    ``stalled``, no attempt left. (A store that cannot move the job back to pending because
-    a follower holds its pending slot supersedes it instead.)"""
+    ``cancel``: ended ``cancelled`` (its :func:`cancelled_reason`), whatever attempts
+    remain, when a cancellation was requested: its worker is gone, so the run did stop,
+    as asked; ``refund``: back to pending with its attempt given back (a read-ahead claim
+    whose handler never started); ``stall``: failed ``stalled``, no attempt left;
+    ``recover``: back to pending, the lost run counted. (A store that cannot move the job
+    back to pending because a follower holds its pending slot supersedes it instead.)"""
+    if cancel_requested:
+        return "cancel"
     if reserved and unstarted_reaps < UNSTARTED_REAP_LIMIT:
         return "refund"
     if attempts >= max_attempts:

@@ -21,7 +21,7 @@ import logging
 import queue as queue_module
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Generic, Protocol, TypeVar
 
 from durabl.model.job import JobResult
@@ -146,8 +146,11 @@ class Completer(Generic[R]):
             self._write_starts([start])
 
     def waiting(self) -> int:
-        """About how many outcomes are handed over and not yet written."""
-        return self._items.qsize()
+        """How many outcomes are handed over and not yet written, the batch being written
+        included. Not the queue's length: that also holds the starts to record and the end
+        marker :meth:`close` puts, which are no outcomes, and misses the batch in flight."""
+        with self._room:
+            return self._unwritten
 
     def start(self) -> None:
         with self._start_lock:
@@ -276,13 +279,21 @@ class Completer(Generic[R]):
         outcomes: list[JobResult | Exception] = []
         for c in completions:
             try:
-                outcomes.append(self.backend.complete(c.job_id, c.token, logs=c.logs))
+                outcomes.append(self._complete_alone(c))
                 self.written += 1
             except Exception as exc:
                 outcomes.append(exc)
             except BaseException as exc:  # never let it end the thread: report it instead
                 outcomes.append(RuntimeError(f"{type(exc).__name__}: {exc}"))
         return outcomes
+
+    def _complete_alone(self, completion: Completion) -> JobResult:
+        """Write ``completion`` on its own, exactly as the batch would have: every field of
+        the :class:`Completion` (the handler's result, its logs) goes to ``complete``.
+        Passing them by name from the record means a field added to ``Completion`` reaches
+        this write too, or fails loudly here, instead of being dropped on this path only."""
+        written = {f.name: getattr(completion, f.name) for f in fields(completion)}
+        return self.backend.complete(**written)
 
     def _report(self, run: R, outcome: JobResult | Exception, duration: float) -> None:
         try:

@@ -104,6 +104,23 @@ def test_reaper_cancels_a_requested_job_whose_worker_is_gone(
     assert (job.status, job.attempt_history[-1].outcome) == ("cancelled", "cancelled")
 
 
+def test_reaper_cancels_a_requested_job_whose_last_attempt_was_lost(
+    backend: Backend, clock: FakeClock
+) -> None:
+    # The cancel request wins over "no attempt left": the operator asked for it to stop,
+    # and it did stop, so it ends cancelled (with the reason kept), not failed stalled.
+    job_id = enqueue_id(backend, max_attempts=1)
+    backend.claim("t", lease_owner="dead")
+    assert backend.cancel(job_id, "not needed") == "requested"
+    expire_leases(clock, backend)
+    report = backend.reap(VT)
+    assert (report.recovered, report.stalled, report.superseded) == (1, 0, 0)
+    job = get(backend, job_id)
+    assert (job.status, job.fail_reason, job.failure_kind) == ("cancelled", "not needed", None)
+    (attempt,) = job.attempt_history
+    assert (attempt.outcome, attempt.error) == ("cancelled", "not needed")
+
+
 def test_cancelled_counts_and_lists(backend: Backend) -> None:
     ids = [enqueue_id(backend) for _ in range(3)]
     for job_id in ids[:2]:

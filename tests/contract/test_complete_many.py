@@ -4,9 +4,13 @@ receipts and freed dedupe slots behave exactly as with ``complete``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from durabl import Job, JobContext, JobQueue
 from durabl.model.job import JobHandle, JobResult, LogEntry
 from durabl.stores.base import Backend, Completion
 from durabl.testing import FakeClock
@@ -71,6 +75,40 @@ def test_logs_of_each_completion_are_stored_on_its_job(backend: Backend, clock: 
     assert [e.message for e in get(backend, second.id).logs] == ["b1"]
     assert get(backend, first.id).logs[0].at == at
     assert get(backend, second.id).logs[0].at == clock.now()
+
+
+def test_a_failed_batch_written_again_one_by_one_keeps_each_result_and_logs(
+    backend: Backend, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker's completer writes each completion of a batch that failed again on its
+    # own; that write must keep all the batch would have: the handler's value, its logs.
+    real = backend.complete_many
+    failed: list[int] = []
+
+    def fails_once(batch: Sequence[Completion]) -> list[JobResult]:
+        if not failed:
+            failed.append(len(batch))
+            raise ConnectionError("the batch could not be written")
+        return real(batch)
+
+    monkeypatch.setattr(backend, "complete_many", fails_once)
+    queue = JobQueue(backend, visibility_timeout=VT, clock=clock)
+    job_id = queue.enqueue("t", {"n": 7})
+    assert job_id is not None
+
+    def handler(job: Job[Any], ctx: JobContext) -> object:
+        ctx.log("done")
+        return {"total": job.data["n"], "items": ["a", "b"]}
+
+    queue.process("t", handler, concurrency=1, poll_interval=0.05)
+    try:
+        job = queue.wait(job_id, timeout=30)
+    finally:
+        queue.shutdown(timeout=5)
+    assert failed == [1]  # the batch did fail, and the write on its own kept everything:
+    assert (job.status, job.result) == ("completed", {"total": 7, "items": ["a", "b"]})
+    assert "done" in [e.message for e in job.logs]
+    assert get(backend, job_id).result == {"total": 7, "items": ["a", "b"]}
 
 
 def test_logs_follow_those_sent_with_heartbeats(backend: Backend, clock: FakeClock) -> None:

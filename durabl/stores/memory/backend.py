@@ -370,8 +370,9 @@ class MemoryBackend(StoreBase):
                     rec.max_attempts,
                     reserved=rec.reserved,
                     unstarted_reaps=rec.unstarted_reaps,
+                    cancel_requested=rec.cancel_requested is not None,
                 )
-                if rec.cancel_requested is not None:  # its worker is gone: cancelled now
+                if decision == "cancel":  # its worker is gone: cancelled now
                     reason = cancel_reason(rec)
                     self._store.end_attempt(rec, "cancelled", now, reason)
                     self._store.move(rec, "cancelled", now)

@@ -25,7 +25,8 @@ from durabl.stores.mongo.store import MongoStore
 
 class MongoReaper:
     """Reaps the collection of ``store``: each expired lease is recovered (pending again),
-    stalled, or superseded by a pending follower, as :func:`reap_decision` says."""
+    cancelled as requested, stalled, or superseded by a pending follower, as
+    :func:`reap_decision` says."""
 
     def __init__(self, store: MongoStore) -> None:
         self.store = store
@@ -83,10 +84,11 @@ class MongoReaper:
             doc["max_attempts"],
             reserved=bool(doc.get("reserved")),
             unstarted_reaps=doc.get("unstarted_reaps", 0),
+            cancel_requested=doc.get("cancel_requested") is not None,
         )
         outcome = "recovered"
         claim = claim_info(doc)
-        if doc.get("cancel_requested") is not None:  # its worker is gone: cancelled now
+        if decision == "cancel":  # its worker is gone: cancelled now
             update, _ = cancelled_update(now, doc["cancel_requested"], claim)
         elif decision == "stall":
             update = codec.terminal_update(

@@ -341,15 +341,20 @@ def append_journal(
 
 # -- recovery and operations ------------------------------------------------------------------
 def reap_one(cur: Cursor[DictRow], q: Queries, row: DictRow, now: datetime | None) -> str | None:
-    """Recover one expired lease (locked by the caller's select): ``stalled``,
-    ``recovered``, ``superseded`` or None."""
+    """Recover one expired lease (locked by the caller's select) as
+    :func:`rules.reap_decision` says: ``stalled``, ``recovered`` (pending again, or
+    cancelled as requested), ``superseded`` or None."""
     params = {**fence(row["id"], row["claim_token"]), "now": now}
     decision = rules.reap_decision(
         row["attempts"],
         row["max_attempts"],
         reserved=bool(row["reserved"]),
         unstarted_reaps=row["unstarted_reaps"],
+        cancel_requested=row["cancel_requested"] is not None,
     )
+    if decision == "cancel":  # its worker is gone: cancelled now
+        ended = end_cancelled(cur, q, params, row["cancel_requested"])
+        return None if ended is None else "recovered"
     if decision == "stall":
         done = terminal(
             cur,
@@ -362,9 +367,6 @@ def reap_one(cur: Cursor[DictRow], q: Queries, row: DictRow, now: datetime | Non
             kind="stalled",
         )
         return "stalled" if done else None
-    if row["cancel_requested"] is not None:  # its worker is gone: cancelled now
-        ended = end_cancelled(cur, q, params, row["cancel_requested"])
-        return None if ended is None else "recovered"
     refund = decision == "refund"
     moved = to_pending_or_supersede(
         cur,

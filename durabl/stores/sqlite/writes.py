@@ -455,8 +455,8 @@ def append_journal(
 
 # -- recovery and operations ------------------------------------------------------------------
 def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any]) -> str | None:
-    """Recover one expired lease, fenced on its token and on the lease still being expired
-    (``:cutoff``): ``stalled``, ``recovered``, ``superseded`` or None (it moved on)."""
+    """Reap one expired lease as :func:`rules.reap_decision` says, fenced on its token and on the
+    lease still being expired (``:cutoff``): ``stalled``, ``recovered``, ``superseded`` or None."""
     values = {**params, "id": row["id"], "token": row["claim_token"]}
     fence = f"{FENCE} AND heartbeat_at < :cutoff"
     decision = rules.reap_decision(
@@ -464,10 +464,10 @@ def reap_one(conn: sqlite3.Connection, row: sqlite3.Row, params: dict[str, Any])
         row["max_attempts"],
         reserved=bool(row["reserved"]),
         unstarted_reaps=row["unstarted_reaps"],
+        cancel_requested=row["cancel_requested"] is not None,
     )
-    if row["cancel_requested"] is not None:  # its worker is gone: cancelled now
-        ended = end_cancelled(conn, values, row["cancel_requested"], fence)
-        return None if ended is None else "recovered"
+    if decision == "cancel":  # its worker is gone: cancelled now
+        return "recovered" if end_cancelled(conn, values, row["cancel_requested"], fence) else None
     if decision == "stall":
         values["reason"] = rules.STALLED_REASON
         values.update(ending("stalled", rules.STALLED_REASON))
