@@ -9,14 +9,16 @@ counted per statement: the terminal writes of a completer batch travel in one
 This is a report, not a test: it always exits 0 unless something raises. ``--check`` makes
 it exit 1 when a per-job cost exceeds its budget, for CI.
 
-Operations are counted two ways:
+Operations are counted two ways (``--store``, see :mod:`cost_stores`):
 
-* mongomock (always): ``backend.col`` is replaced by a proxy that forwards every attribute
-  to the real collection and counts each method call.
-* a real MongoDB (when ``MONGO_URL`` is set): pymongo command monitoring counts every
-  command the client sends, in a throwaway database that is dropped afterwards.
+* mongomock: ``backend.col`` is replaced by a proxy that forwards every attribute to the
+  real collection and counts each method call.
+* a MongoDB server (``--url``, else ``MONGO_URL``, else the SecantusDB wire server started
+  for the run): pymongo command monitoring counts every command the client sends, so every
+  count is a wire round trip, in a throwaway database that is dropped afterwards.
 
-Run: ``.venv/bin/python bench/cost_per_job.py [--check] [--jobs N]`` (``make bench``).
+Run: ``.venv/bin/python bench/cost_per_job.py [--check] [--jobs N]
+[--store mongomock|mongodb|both] [--url URL]`` (``make bench``).
 """
 
 from __future__ import annotations
@@ -33,26 +35,33 @@ import argparse  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import shlex  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
 from importlib.metadata import version  # noqa: E402
 from typing import Any  # noqa: E402
 
+import cost_stores  # noqa: E402
 import pymongo  # noqa: E402
+from cost_report import (  # noqa: E402
+    Report,
+    budget_row,
+    command_line,
+    info_row,
+    print_report,
+    range_row,
+    terminal_rows,
+)
 from opcount import (  # noqa: E402
     CLAIM,
     CLAIM_EMPTY,
     HEARTBEAT,
+    REGISTRY,
     TERMINAL,
     TRANSITION,
     Counts,
-    MongomockStore,
-    ServerStore,
     Store,
 )
 
@@ -64,77 +73,6 @@ NO_OP_TYPE = "bench-noop"
 WAIT_TIMEOUT = 30.0  # seconds; a scenario that needs longer is broken, not slow
 IDLE_WINDOW = 2.0  # the idle scenario's fixed observation window, seconds
 IDLE_POLL_INTERVAL = 0.2
-
-
-# -- results ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Row:
-    """One line of the table. ``budget`` (an upper bound) makes the row count for --check."""
-
-    scenario: str
-    metric: str
-    expected: str
-    measured: float
-    verdict: str  # PASS, CHECK or INFO
-    budget: float | None = None
-    unit: str = ""
-
-    @property
-    def over_budget(self) -> bool:
-        return self.budget is not None and self.measured > self.budget
-
-    def measured_text(self) -> str:
-        if self.unit == "jobs/s":
-            return f"{self.measured:.0f} jobs/s"
-        return f"{self.measured:.2f}"
-
-
-def budget_row(scenario: str, metric: str, expected: str, measured: float, budget: float) -> Row:
-    verdict = "PASS" if measured <= budget else "CHECK"
-    return Row(scenario, metric, f"{expected} (budget <= {budget:g})", measured, verdict, budget)
-
-
-def range_row(
-    scenario: str, metric: str, expected: str, measured: float, low: float, high: float
-) -> Row:
-    verdict = "PASS" if low <= measured <= high else "CHECK"
-    return Row(scenario, metric, expected, measured, verdict)
-
-
-def info_row(scenario: str, metric: str, expected: str, measured: float, unit: str = "") -> Row:
-    return Row(scenario, metric, expected, measured, "INFO", unit=unit)
-
-
-def terminal_rows(scenario: str, counts: Counts, jobs: int, batched: str) -> list[Row]:
-    """Terminal writes per job, counted per update statement (a ``bulk_write`` of 20
-    completions is 20), and how many commands carried them."""
-    commands = counts.commands_of(TERMINAL)
-    return [
-        budget_row(
-            scenario,
-            "terminal writes/job",
-            "1.0, per update statement",
-            counts[TERMINAL] / jobs,
-            1.05,
-        ),
-        info_row(
-            scenario,
-            "terminal-write commands/job",
-            f"{batched}; {commands} in all",
-            commands / jobs,
-        ),
-    ]
-
-
-@dataclass
-class Report:
-    store: str
-    rows: list[Row] = field(default_factory=list)
-    details: list[str] = field(default_factory=list)
-
-    def add(self, scenario: str, counts: Counts, note: str = "") -> None:
-        extra = f" ({note})" if note else ""
-        self.details.append(f"{scenario}{extra}: {counts.raw_summary()}")
 
 
 # -- scenario helpers ---------------------------------------------------------------------
@@ -427,32 +365,18 @@ def scenario_idle(store: Store, report: Report) -> None:
     others = counts.writes + counts.reads - counts[CLAIM_EMPTY]
     # A read per poll (such as a rate limit's, for a type that has none) would show here.
     report.rows.append(budget_row(scenario, "other operations", "0", others, 0))
-
-
-# -- output -------------------------------------------------------------------------------
-HEADERS = ("scenario", "metric", "expected", "measured", "result")
-
-
-def render_table(rows: list[Row]) -> str:
-    cells = [
-        (row.scenario, row.metric, row.expected, row.measured_text(), row.verdict) for row in rows
-    ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADERS)]
-
-    def line(values: tuple[str, ...]) -> str:
-        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(HEADERS), rule, *(line(c) for c in cells)])
-
-
-def command_line() -> str:
-    exe = sys.executable
-    try:
-        exe = os.path.relpath(exe)
-    except ValueError:
-        pass
-    return shlex.join([exe, *sys.argv])
+    # The queue's entry in the workers registry: written when a processor starts and once
+    # per heartbeat interval (100 s here), whatever the threads and polls.
+    report.rows.append(
+        range_row(
+            scenario,
+            "worker-registry operations",
+            f"{len(types) + 1} (an entry per process() call + 1 prune)",
+            counts[REGISTRY],
+            len(types) + 1,
+            len(types) + 1,
+        )
+    )
 
 
 def run_store(store: Store, jobs: int) -> Report:
@@ -463,23 +387,10 @@ def run_store(store: Store, jobs: int) -> Report:
     scenario_long_runs(store, report)
     scenario_retry(store, report, min(jobs, 50))
     scenario_idle(store, report)
-    note = (
-        "mongomock is serialised and slow: says nothing about MongoDB"
-        if store.serialised
-        else "one process, no-op jobs, this machine and network"
-    )
     report.rows.append(
-        info_row(f"5 throughput ({store.label})", "jobs/s, scenario 2", note, throughput, "jobs/s")
+        info_row("5 throughput", "jobs/s, scenario 2", store.timing_note, throughput, "jobs/s")
     )
     return report
-
-
-def print_report(report: Report) -> None:
-    print(f"\n## {report.store}\n")
-    print(render_table(report.rows))
-    print("\nRaw operation counts (collection methods or server commands):")
-    for detail in report.details:
-        print(f"  {detail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -488,9 +399,22 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 when a per-job cost exceeds its budget"
     )
     parser.add_argument("--jobs", type=int, default=300, help="jobs per scenario (default 300)")
+    parser.add_argument(
+        "--store",
+        choices=cost_stores.CHOICES,
+        help="where to count: mongomock, a MongoDB server, or both (default: mongomock, "
+        "plus the server when --url or MONGO_URL names one)",
+    )
+    parser.add_argument(
+        "--url",
+        help="the MongoDB server (default: MONGO_URL; with neither, --store mongodb or both "
+        "starts secantusd-py, the SecantusDB wire server, for the run)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
+    url = args.url or os.environ.get("MONGO_URL") or None
+    choice = args.store or cost_stores.default_choice(url)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     print("durabl cost per job: store operations per enqueue, per processed job, per idle poll")
@@ -502,22 +426,15 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     began = time.perf_counter()
-    url = os.environ.get("MONGO_URL")
-    server = ServerStore(url) if url else None  # connect first: fail before the long part
     reports: list[Report] = []
-    try:
-        for store in (MongomockStore(), server):
-            if store is not None:
-                reports.append(run_store(store, args.jobs))
-                print_report(reports[-1])
-    finally:
-        if server is not None:
-            server.close()
-    if server is None:
+    with cost_stores.opened(choice, url) as stores:
+        for store in stores:
+            reports.append(run_store(store, args.jobs))
+            print_report(reports[-1])
+    if choice == "mongomock":
         print(
-            "\nreal-server run skipped: MONGO_URL is not set "
-            "(e.g. MONGO_URL=mongodb://localhost:27017 counts commands with pymongo "
-            "command monitoring)"
+            "\nserver run skipped: --store mongodb (or both) counts commands on a server: "
+            "--url or MONGO_URL, else the SecantusDB wire server started for the run"
         )
 
     over = [(r.store, row) for r in reports for row in r.rows if row.over_budget]

@@ -8,10 +8,13 @@ Two ways to observe the same thing:
   client sends to a real server.
 
 Both classify what they see into the same categories (a claim, an empty claim, a terminal
-write, a heartbeat, a read, ...) in one thread-safe :class:`OpCounter`. A category counts
-write *statements*: a ``bulk_write`` (or a server ``update`` command) that carries five
-updates counts five, each by what its own update sets; :attr:`Counts.commands` says how
-many round trips carried them.
+write, a heartbeat, a read, ...) in one thread-safe :class:`OpCounter`. Both see the live
+workers registry (``<collection>_workers``) too, and count its operations apart: a queue
+writes it once per ``process()`` call and per heartbeat interval, never per job or poll.
+
+A category counts write *statements*: a ``bulk_write`` (or a server ``update`` command)
+that carries five updates counts five, each by what its own update sets;
+:attr:`Counts.commands` says how many round trips carried them.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ UPDATE_OTHER = "update-other"  # e.g. a coalesced payload replacement
 UPDATE_REJECTED = "update-rejected"
 DELETE = "delete"
 READ = "read"  # find, find_one, count, aggregate, distinct, getMore
+REGISTRY = "worker-registry"  # any operation on the live workers registry (per process)
 OTHER = "other"  # hello, endSessions, index management, ...
+
+#: The registry's collection is the jobs collection's name plus this.
+REGISTRY_SUFFIX = "_workers"
 
 WRITE_CATEGORIES = frozenset(
     {
@@ -223,11 +230,13 @@ def bulk_categories(requests: object, exc: BaseException | None) -> list[str]:
 class CountingCollection:
     """Stands in for a collection: forwards every attribute to ``inner`` and counts each
     public method call (with its category) in ``counter``; a ``bulk_write`` counts one
-    statement per request (see :func:`bulk_categories`)."""
+    statement per request (see :func:`bulk_categories`). With ``category``, every call
+    counts as one of that category (the workers registry)."""
 
-    def __init__(self, inner: Any, counter: OpCounter) -> None:
+    def __init__(self, inner: Any, counter: OpCounter, category: str | None = None) -> None:
         self._inner = inner
         self._counter = counter
+        self._category = category
 
     def __repr__(self) -> str:
         return f"CountingCollection({self._inner!r})"
@@ -237,6 +246,16 @@ class CountingCollection:
         if name.startswith("_") or not callable(attr):
             return attr
         counter = self._counter
+        fixed = self._category
+        if fixed is not None:
+
+            def as_fixed(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return attr(*args, **kwargs)
+                finally:
+                    counter.record(name, fixed)
+
+            return as_fixed
 
         if name == "bulk_write":
 
@@ -269,12 +288,14 @@ class CountingCollection:
 class CommandCounter(monitoring.CommandListener):
     """pymongo command monitoring: counts every command a client sends, by category. An
     ``update`` command counts one statement per entry of its ``updates`` (a bulk of
-    ``UpdateOne`` travels as one command of many), each classified by its own ``u``."""
+    ``UpdateOne`` travels as one command of many), each classified by its own ``u``. A
+    command on the workers registry's collection counts as :data:`REGISTRY`."""
 
     def __init__(self, counter: OpCounter) -> None:
         self._counter = counter
         self._lock = threading.Lock()
         self._pending: dict[tuple[object, int], tuple[str | None, list[object]]] = {}
+        self._registry: set[tuple[object, int]] = set()
 
     @staticmethod
     def _key(event: Any) -> tuple[object, int]:
@@ -282,6 +303,11 @@ class CommandCounter(monitoring.CommandListener):
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         command = event.command
+        target = command.get(event.command_name)  # the collection, for CRUD commands
+        if isinstance(target, str) and target.endswith(REGISTRY_SUFFIX):
+            with self._lock:
+                self._registry.add(self._key(event))
+            return
         job_type: str | None = None
         updates: list[object] = []
         if event.command_name == "findAndModify":
@@ -297,7 +323,18 @@ class CommandCounter(monitoring.CommandListener):
         with self._lock:
             return self._pending.pop(self._key(event), (None, []))
 
+    def _on_registry(self, event: Any) -> bool:
+        """Count a registry command (True), or say it was none (False)."""
+        with self._lock:
+            if self._key(event) not in self._registry:
+                return False
+            self._registry.discard(self._key(event))
+        self._counter.record(event.command_name, REGISTRY)
+        return True
+
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if self._on_registry(event):
+            return
         job_type, updates = self._take(event)
         name = event.command_name
         reply = event.reply
@@ -325,6 +362,8 @@ class CommandCounter(monitoring.CommandListener):
         self._counter.record(name, category, job_type)
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        if self._on_registry(event):
+            return
         job_type, updates = self._take(event)
         name = event.command_name
         if name == "update" and updates:
@@ -339,7 +378,8 @@ class CommandCounter(monitoring.CommandListener):
 class Store(Protocol):
     label: str
     counter: OpCounter
-    serialised: bool
+    #: What the scenario-2 jobs/s figure says about MongoDB (often: nothing).
+    timing_note: str
 
     def new_backend(self) -> MongoJobQueue: ...
 
@@ -348,10 +388,10 @@ class Store(Protocol):
 
 class MongomockStore:
     """A fresh mongomock database per scenario; counts through collection proxies (the
-    jobs and the rate limits)."""
+    jobs, the rate limits and the workers registry)."""
 
     label = "mongomock"
-    serialised = True
+    timing_note = "mongomock is serialised and slow: says nothing about MongoDB"
 
     def __init__(self) -> None:
         self.counter = OpCounter()
@@ -365,6 +405,9 @@ class MongomockStore:
         # type reads and writes: counted too (the store keeps no public handle on it).
         rates = CountingCollection(backend._rates, self.counter)
         backend._rates = cast("Collection[dict[str, Any]]", rates)
+        # The workers registry, as the server's command monitoring sees it too.
+        registry = CountingCollection(backend.workers.col, self.counter, category=REGISTRY)
+        backend.workers.col = cast("Collection[dict[str, Any]]", registry)
         return backend
 
     def close(self) -> None:
@@ -372,9 +415,8 @@ class MongomockStore:
 
 
 class ServerStore:
-    """A throwaway database on a real server; counts through command monitoring."""
-
-    serialised = False
+    """A throwaway database on a MongoDB server; counts through command monitoring, so
+    every count is a command that went over the wire (one round trip each)."""
 
     def __init__(self, url: str) -> None:
         self.counter = OpCounter()
@@ -388,8 +430,14 @@ class ServerStore:
             info = self.client.server_info()
         except PyMongoError as exc:
             self.client.close()
-            raise RuntimeError(f"MONGO_URL is set but no server answered: {exc}") from exc
-        self.label = f"MongoDB {info.get('version', '?')}"
+            raise RuntimeError(f"no MongoDB server answered: {exc}") from exc
+        protocol = info.get("version", "?")
+        if "secantusVersion" in info:  # the SecantusDB wire server (a Python process)
+            self.label = f"SecantusDB {info['secantusVersion']} wire server (MongoDB {protocol})"
+            self.timing_note = "a Python wire server: says nothing about MongoDB"
+        else:
+            self.label = f"MongoDB {protocol}"
+            self.timing_note = "one process, no-op jobs, this machine and network"
         self.db_name = f"durabl_bench_{uuid.uuid4().hex[:10]}"
         self._collections = 0
 

@@ -26,7 +26,7 @@ from tests.django.test_admin_helpers import (
     store,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 
 
 @pytest.fixture

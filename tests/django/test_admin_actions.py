@@ -19,7 +19,7 @@ from durabl_django import admin_support
 from durabl_django.admin_actions import ACTIONS, Outcome, summary
 from tests.django.test_admin_helpers import csrf_token, fail_jobs, make_user, messages_of
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 
 FAILED = "admin:durabl_django_job_changelist"
 RETRY = "admin:durabl_django_job_retry"

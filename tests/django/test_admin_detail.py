@@ -17,7 +17,7 @@ from durabl import JobQueue
 from durabl.orchestrator.journal import sleep_entry, step_entry
 from tests.django.test_admin_helpers import XSS, fail_jobs
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 
 
 @pytest.fixture

@@ -1,11 +1,10 @@
-"""Helpers for the admin tests (no tests here): a fresh durabl store per test, failed
+"""Helpers for the admin tests (no tests here): more settings on the test's store, failed
 jobs made by really running a failing handler, users with chosen permissions, and
 readers for the pages."""
 
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Permission, User
@@ -21,8 +20,9 @@ _PLANS: dict[str, dict[str, Any]] = {}
 
 
 def store(settings: Any, **extra: Any) -> JobQueue:
-    """Point ``DURABL`` at a mongomock database of this test's own; the configured queue."""
-    settings.DURABL = {"URL": f"mongomock:///durabl_admin_{uuid.uuid4().hex}", **extra}
+    """``DURABL`` with ``extra`` settings, on the test's own store (``durabl_store``: a
+    mongomock database, or one on the real MongoDB server); the configured queue."""
+    settings.DURABL = {**settings.DURABL, **extra}
     return durabl_django.get_queue()
 
 

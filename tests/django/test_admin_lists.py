@@ -19,7 +19,7 @@ from durabl import Job, JobContext, JobQueue
 from durabl_django.admin_support import LISTED_STATUSES
 from tests.django.test_admin_helpers import XSS, fail_jobs, make_user, messages_of, rows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 
 SECTIONS = {s: "job" if s == "failed" else f"{s}job" for s in LISTED_STATUSES}
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 from typing import IO, Any
@@ -32,13 +33,13 @@ def read_line(stream: IO[str], timeout: float) -> str:
 
 
 class Workers:
-    """``runworkers`` in a subprocess on a SQLite file the test shares."""
+    """``runworkers`` in a subprocess on the store the test shares (``jobs_url``)."""
 
-    def __init__(self, db: Path, *args: str) -> None:
+    def __init__(self, url: str, *args: str) -> None:
         self.proc = subprocess.Popen(
             django_command("runworkers", *args),
             cwd=ROOT,
-            env=django_env(DURABL_TEST_URL=f"sqlite:///{db}"),
+            env=django_env(DURABL_TEST_URL=url),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -68,20 +69,24 @@ class Workers:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "jobs.sqlite3"
+def jobs_url(durabl_store: str, tmp_path: Path) -> str:
+    """The store the test and its ``runworkers`` subprocess share: a SQLite file, or the
+    test's database on the real MongoDB server (``[mongodb]``; mongomock is in-process)."""
+    if durabl_store.startswith("mongodb"):
+        return durabl_store
+    return f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
 
 
 @pytest.fixture
-def store(db: Path) -> Iterator[JobQueue]:
-    """A queue on the SQLite file, for the test's side of the conversation."""
-    queue = JobQueue(backend_from_url(f"sqlite:///{db}"))
+def store(jobs_url: str) -> Iterator[JobQueue]:
+    """A queue on the shared store, for the test's side of the conversation."""
+    queue = JobQueue(backend_from_url(jobs_url))
     yield queue
     queue.backend.close()
 
 
 @pytest.fixture
-def workers(db: Path) -> Iterator[list[Workers]]:
+def workers() -> Iterator[list[Workers]]:
     started: list[Workers] = []
     yield started
     for w in started:
@@ -95,8 +100,9 @@ def status(queue: JobQueue, job_id: str | None) -> str | None:
 
 
 # -- runworkers ------------------------------------------------------------------------------------
+@pytest.mark.on_real_mongo
 def test_runworkers_processes_jobs_and_drains_on_sigterm(
-    db: Path, store: JobQueue, workers: list[Workers], tmp_path: Path, settings: Any
+    jobs_url: str, store: JobQueue, workers: list[Workers], tmp_path: Path, settings: Any
 ) -> None:
     from tests.django.testapp.tasks import touch_file
 
@@ -105,9 +111,9 @@ def test_runworkers_processes_jobs_and_drains_on_sigterm(
     quick_id = store.enqueue("touch", {"path": str(touched)})
     slow_id = store.enqueue("slow", {"path": str(slow), "seconds": 1.0})
     orchestration_id = store.enqueue("two-steps", {"name": "Ada", "path": str(greeted)})
-    settings.DURABL = {"URL": f"sqlite:///{db}"}  # this process's queue: the same file
+    settings.DURABL = {"URL": jobs_url}  # this process's queue: the same store
     task_result = touch_file.enqueue(str(by_task))
-    w = Workers(db)
+    w = Workers(jobs_url)
     workers.append(w)
     assert w.startup_line == (
         "durabl: processing django-task:default (x1), django-task:emails (x1), slow (x2), "
@@ -134,10 +140,10 @@ def test_runworkers_processes_jobs_and_drains_on_sigterm(
 
 
 def test_runworkers_options_pick_types_and_concurrency(
-    db: Path, store: JobQueue, workers: list[Workers]
+    jobs_url: str, store: JobQueue, workers: list[Workers]
 ) -> None:
     w = Workers(
-        db, "--type", "touch", "--type", "slow", "--concurrency", "3", "--no-reaper",
+        jobs_url, "--type", "touch", "--type", "slow", "--concurrency", "3", "--no-reaper",
         "--no-scheduler", "--shutdown-timeout", "2",
     )  # fmt: skip
     workers.append(w)
@@ -150,12 +156,13 @@ def test_runworkers_options_pick_types_and_concurrency(
     assert "SIGINT received, draining (up to 2 s" in w.stderr.read()
 
 
+@pytest.mark.on_real_mongo
 def test_a_second_signal_during_the_drain_stops_at_once(
-    db: Path, store: JobQueue, workers: list[Workers], tmp_path: Path
+    jobs_url: str, store: JobQueue, workers: list[Workers], tmp_path: Path
 ) -> None:
     stuck = tmp_path / "stuck"
     job_id = store.enqueue("slow", {"path": str(stuck), "seconds": 60})
-    w = Workers(db, "--type", "slow", "--shutdown-timeout", "60")
+    w = Workers(jobs_url, "--type", "slow", "--shutdown-timeout", "60")
     workers.append(w)
     assert wait_until(lambda: Path(f"{stuck}.started").exists(), 30), w.failure()
     w.signal(signal.SIGTERM)
@@ -196,16 +203,32 @@ def test_runworkers_on_an_unusable_store_is_one_line(settings: Any, tmp_path: Pa
 
 
 # -- reap ------------------------------------------------------------------------------------------
+def expire_leases(queue: JobQueue) -> None:
+    """Date every running job's last heartbeat an hour back, as if its worker died then:
+    older than any visibility timeout here plus the store's clock-skew allowance (2 s on a
+    real MongoDB server), with no sleeping."""
+    an_hour_ago = queue.backend.now() - timedelta(hours=1)
+    queue.backend.col.update_many({"status": "active"}, {"$set": {"heartbeat_at": an_hour_ago}})
+
+
+def cutoff_said(queue: JobQueue, timeout: str) -> str:
+    """How ``reap`` states its cutoff: the visibility timeout, plus the store's clock-skew
+    allowance where it has one (a real MongoDB server; not mongomock)."""
+    allowance = queue.backend.clock_skew_allowance
+    return f"{timeout} s" + (f" + {allowance:g} s allowed for clock skew" if allowance else "")
+
+
+@pytest.mark.on_real_mongo
 def test_reap_recovers_expired_leases_and_says_what_it_did(queue: JobQueue) -> None:
     retryable = queue.enqueue("touch", {"path": "a"}, max_attempts=3)
     last_try = queue.enqueue("touch", {"path": "b"}, max_attempts=1)
     claimed = queue.backend.claim("touch", limit=2, lease_owner="a-worker-that-died")
     assert len(claimed) == 2
-    time.sleep(0.05)  # the leases must be older than the visibility timeout below
+    expire_leases(queue)
     out = StringIO()
-    call_command("reap", "--visibility-timeout", "0.01", stdout=out)
+    call_command("reap", "--visibility-timeout", "60", stdout=out)
     assert out.getvalue().strip() == (
-        "reaped 2 job(s) with a lease older than 0.01 s: "
+        f"reaped 2 job(s) with a lease older than {cutoff_said(queue, '60')}: "
         "1 pending again, 1 failed as stalled, 0 superseded"
     )
     assert status(queue, retryable) == "pending"
@@ -214,24 +237,44 @@ def test_reap_recovers_expired_leases_and_says_what_it_did(queue: JobQueue) -> N
     assert failed is not None and failed.failure_kind == "stalled"
 
 
+@pytest.mark.on_real_mongo
 def test_reap_lists_job_ids_when_verbose(queue: JobQueue) -> None:
     job_id = queue.enqueue("touch", {"path": "a"})
     queue.backend.claim("touch", lease_owner="gone")
-    time.sleep(0.05)
+    expire_leases(queue)
     out = StringIO()
-    call_command("reap", "--visibility-timeout", "0.01", verbosity=2, stdout=out)
+    call_command("reap", "--visibility-timeout", "60", verbosity=2, stdout=out)
     assert out.getvalue().splitlines()[-1] == f"job ids: {job_id}"
 
 
-def test_reap_uses_the_configured_visibility_timeout(settings: Any) -> None:
-    settings.DURABL = {"URL": "mongomock://reap_default", "VISIBILITY_TIMEOUT": 120}
+@pytest.mark.on_real_mongo
+def test_reap_uses_the_configured_visibility_timeout(durabl_store: str, settings: Any) -> None:
+    settings.DURABL = {"URL": durabl_store, "VISIBILITY_TIMEOUT": 120}
     queue = durabl_django.get_queue()
     queue.enqueue("touch", {"path": "a"})
     queue.backend.claim("touch", lease_owner="alive")
     out = StringIO()
     call_command("reap", stdout=out)
     assert out.getvalue().strip() == (
-        "reaped 0 job(s) with a lease older than 120 s: "
+        f"reaped 0 job(s) with a lease older than {cutoff_said(queue, '120')}: "
+        "0 pending again, 0 failed as stalled, 0 superseded"
+    )
+
+
+def test_reap_on_a_mongodb_server_states_its_clock_skew_allowance(
+    real_mongo_url: str, settings: Any
+) -> None:
+    """A server's clock and each worker's may differ, so on a real MongoDB server the reaper
+    takes a lease only once it is older than the visibility timeout plus the store's
+    clock-skew allowance (2 s by default): the report states the cutoff it used."""
+    settings.DURABL = {"URL": real_mongo_url}
+    queue = durabl_django.get_queue()
+    queue.enqueue("touch", {"path": "a"})
+    queue.backend.claim("touch", lease_owner="alive")
+    out = StringIO()
+    call_command("reap", "--visibility-timeout", "0.01", stdout=out)
+    assert out.getvalue().strip() == (  # a moment old: within the allowance, not taken
+        "reaped 0 job(s) with a lease older than 0.01 s + 2 s allowed for clock skew: "
         "0 pending again, 0 failed as stalled, 0 superseded"
     )
 

@@ -17,6 +17,8 @@ from durabl_django.tasks import DurablBackend, job_type
 from durabl_django.workers import declared_jobs
 from tests.django.testapp import tasks
 
+pytestmark = pytest.mark.on_real_mongo
+
 
 @pytest.fixture(autouse=True)
 def calls() -> list[Any]:

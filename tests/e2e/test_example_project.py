@@ -1,7 +1,8 @@
 """The example project, ``examples/shop``, as its README runs it: ``migrate``, then
 ``runserver`` and ``runworkers`` as two processes on the default SQLite files (moved to a
-temporary directory with ``SHOP_DATA_DIR``). Orders are placed over real HTTP; the workers
-run them and stop on SIGTERM."""
+temporary directory with ``SHOP_DATA_DIR``), and once more with ``DURABL_URL`` pointing the
+jobs at a database of their own on the real MongoDB server (``[mongodb]``). Orders are
+placed over real HTTP; the workers run them and stop on SIGTERM; the admin lists them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 
 from durabl import JobQueue, backend_from_url
 from durabl.testing import wait_until
+from tests.mongo_database import drop_database, fresh_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGE = ROOT / "examples" / "shop" / "manage.py"
@@ -36,9 +38,10 @@ def free_port() -> int:
 
 
 class Shop:
-    """``manage.py`` of the example in subprocesses, on a data directory of its own."""
+    """``manage.py`` of the example in subprocesses, on a data directory of its own; its
+    jobs in the default SQLite file there, or at ``durabl_url`` (``DURABL_URL``)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, durabl_url: str | None = None) -> None:
         self.data_dir = data_dir
         self.env = {
             k: v
@@ -46,12 +49,15 @@ class Shop:
             if not k.startswith(("PYTEST", "DJANGO_", "DURABL_"))  # this process's settings
         }
         self.env["SHOP_DATA_DIR"] = str(data_dir)
+        if durabl_url is not None:
+            self.env["DURABL_URL"] = durabl_url
+        self.durabl_url = durabl_url or f"sqlite:///{data_dir / 'durabl.sqlite3'}"
         self.procs: list[subprocess.Popen[str]] = []
 
-    def run(self, *args: str) -> str:
+    def run(self, *args: str, **env: str) -> str:
         done = subprocess.run(
             [sys.executable, str(MANAGE), *args],
-            env=self.env,
+            env={**self.env, **env},
             capture_output=True,
             text=True,
             timeout=60,
@@ -87,15 +93,31 @@ def output(proc: subprocess.Popen[str]) -> str:
 
 
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Shop]:
-    s = Shop(tmp_path)
+def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shop]:
+    """The shop on SQLite files; ``[mongodb]``: its jobs on the real MongoDB server."""
+    durabl_url = None
+    if getattr(request, "param", "sqlite") == "mongodb":
+        durabl_url = fresh_database_url("durabl_shop")
+    s = Shop(tmp_path, durabl_url)
     yield s
     s.stop()
+    if durabl_url is not None:
+        drop_database(durabl_url)
 
 
+def admin_rows(page: str) -> list[str]:
+    """The job ids an admin list shows, top to bottom."""
+    return re.findall(r'<th class="field-id[^"]*"><a href="[^"]*">([^<]*)</a></th>', page)
+
+
+@pytest.mark.parametrize("shop", ["sqlite", "mongodb"], indirect=True)
 def test_the_example_shop_runs_with_runserver_and_runworkers(shop: Shop) -> None:
     shop.run("migrate", "--verbosity", "0")
-    assert "no issues" in shop.run("check", "--database", "default")
+    assert "no issues" in shop.run("check", "--database", "default")  # the store answers
+    shop.run(
+        "createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.com",
+        DJANGO_SUPERUSER_PASSWORD="pw",
+    )  # fmt: skip
     port = free_port()
     server = shop.start("runserver", f"127.0.0.1:{port}", "--noreload")
     url = f"http://127.0.0.1:{port}/"
@@ -123,7 +145,7 @@ def test_the_example_shop_runs_with_runserver_and_runworkers(shop: Shop) -> None
     assert "placed: its jobs are queued" in page
     assert "3 pending, 0 active, 0 completed" in page
 
-    jobs = JobQueue(backend_from_url(f"sqlite:///{shop.data_dir / 'durabl.sqlite3'}"))
+    jobs = JobQueue(backend_from_url(shop.durabl_url))
     try:
         by_type = {job.type: job.id for job in jobs.list_jobs()}
         assert sorted(by_type) == ["charge-card", "fulfil-order", "send-receipt"]
@@ -159,6 +181,22 @@ def test_the_example_shop_runs_with_runserver_and_runworkers(shop: Shop) -> None
         jobs.backend.close()
     page = browser.open(url, timeout=10).read().decode()
     assert "0 pending, 0 active, 2 completed" in page and "1 failed" in page
+
+    # The admin lists them: log in, open the failed and the completed lists.
+    login = f"{url}admin/login/"
+    form_page = browser.open(login, timeout=10).read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form_page)
+    assert token is not None
+    credentials = {"username": "admin", "password": "pw", "next": "/admin/"}
+    body = urllib.parse.urlencode({**credentials, "csrfmiddlewaretoken": token.group(1)})
+    assert browser.open(login, body.encode(), timeout=10).url == f"{url}admin/"
+    failed = browser.open(f"{url}admin/durabl_django/job/", timeout=10).read().decode()
+    assert admin_rows(failed) == [by_type["charge-card"]]
+    assert "card declined" in failed
+    completed = browser.open(f"{url}admin/durabl_django/completedjob/", timeout=10)
+    assert sorted(admin_rows(completed.read().decode())) == sorted(
+        [by_type["send-receipt"], by_type["fulfil-order"]]
+    )
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
 

@@ -6,9 +6,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durabl import DurablError, positive_seconds_arg
+from durabl import Backend, DurablError, positive_seconds_arg
 from durabl_django.conf import durabl_settings
 from durabl_django.runtime import get_queue
+
+
+def cutoff(timeout: float, backend: Backend) -> str:
+    """The lease age the sweep took back, as said to the user. A store whose processes may
+    read different clocks (a MongoDB server: 2 s by default) adds its clock-skew allowance
+    to the visibility timeout, so a lease is taken only past both."""
+    allowance = backend.clock_skew_allowance
+    skew = f" + {allowance:g} s allowed for clock skew" if allowance else ""
+    return f"{timeout:g} s{skew}"
 
 
 class Command(BaseCommand):
@@ -49,7 +58,7 @@ class Command(BaseCommand):
         if options["verbosity"] < 1:  # -v 0: a cron job mails nothing when all went well
             return
         self.stdout.write(
-            f"reaped {total} job(s) with a lease older than {timeout:g} s: "
+            f"reaped {total} job(s) with a lease older than {cutoff(timeout, backend)}: "
             f"{recovered} pending again, {stalled} failed as stalled, {superseded} superseded"
         )
         if options["verbosity"] >= 2 and job_ids:
