@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ScheduleError,
         SchemaError,
         SchemaTooNewError,
+        StoreNotFoundError,
     )
     from durabl.model.job import (
         EVENT_KINDS,
@@ -136,6 +137,7 @@ __all__ = [
     "set_global_backend",
     "SqliteJobQueue",
     "StartReaperResult",
+    "StoreNotFoundError",
     "total_stats",
     "TypeActivity",
     "STATUSES",
@@ -170,6 +172,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ScheduleError",
         "SchemaError",
         "SchemaTooNewError",
+        "StoreNotFoundError",
     ),
     "durabl.model.job": (
         "EVENT_KINDS",

@@ -2,7 +2,7 @@
 
 Each subcommand is a ``configure_*`` function that adds its parser and sets ``run`` to a
 function ``(args) -> exit code``. Exit codes: 0 ok, 1 an error (one line on stderr, no
-traceback), 2 a usage error (argparse).
+traceback), 2 a usage error (with the command's own usage line when argparse finds it).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from durabl.cli.common import (
     URL_ENV,
     Sub,
     UsageError,
+    add_json_option,
     add_url_option,
     command_parser,
     examples,
     one_line,
     open_store,
+    print_json,
     store_errors,
     store_url,
 )
@@ -106,11 +108,14 @@ def configure_reap(sub: Sub) -> None:
         "reap",
         "one recovery sweep over jobs whose worker stopped heartbeating",
         "Return jobs whose lease expired to pending (or fail them 'stalled' "
-        "when they have no attempts left), once, and report what was done.",
+        "when they have no attempts left), once, and report what was done. --json prints "
+        '{"reaped": n, "recovered": n, "stalled": n, "superseded": n, '
+        '"visibility_timeout": s}.',
         "durabl reap --url sqlite:///jobs.db",
         "DURABL_URL=postgresql://app@db/app durabl reap --visibility-timeout 600",
     )
     add_url_option(p)
+    add_json_option(p)
     p.add_argument(
         "--visibility-timeout",
         type=positive_seconds_arg,
@@ -138,6 +143,10 @@ def run_reap_command(args: argparse.Namespace) -> int:
         finally:
             backend.close()
     total = recovered + stalled + superseded
+    if args.json:
+        counts = {"recovered": recovered, "stalled": stalled, "superseded": superseded}
+        print_json({"reaped": total, **counts, "visibility_timeout": args.visibility_timeout})
+        return 0
     print(
         f"reaped {total} job(s) with a lease older than {args.visibility_timeout:g} s: "
         f"{recovered} pending again, {stalled} failed as stalled, {superseded} superseded"
@@ -153,9 +162,10 @@ def configure_migrate(sub: Sub) -> None:
         "create or upgrade the store's schema (out of band, before processes start)",
         "Create the store's tables and indexes, or apply the migrations an "
         "older schema needs (PostgreSQL: under its advisory lock, safe while workers "
-        "start), and print what was done. With --check, only report: exit 1 when a "
-        "migration is pending. Exit 1 with one line on stderr when the store cannot be "
-        "reached.",
+        "start), and print what was done. With --check, only report, creating nothing (a "
+        "missing SQLite file is a pending setup): exit 1 when a migration is pending. Exit "
+        "1 with one line on stderr when the store cannot be reached. --json prints "
+        '{"url", "check", "pending", "before", "after", "latest", "message", "missing"}.',
         "durabl migrate --url postgresql://app@db/app",
         "durabl migrate --check   # with $DURABL_URL set",
     )
@@ -165,6 +175,7 @@ def configure_migrate(sub: Sub) -> None:
         action="store_true",
         help="report whether a migration is pending (exit 1) without applying it",
     )
+    add_json_option(p)
     p.set_defaults(run=run_migrate_command)
 
 
@@ -173,7 +184,7 @@ def run_migrate_command(args: argparse.Namespace) -> int:
 
     url = store_url(args)
     with store_errors(url):
-        return run_migrate(url, check=args.check, out=sys.stdout)
+        return run_migrate(url, check=args.check, out=sys.stdout, as_json=args.json)
 
 
 # -- lint-orchestrations ----------------------------------------------------------------------
@@ -244,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="durabl",
         description="durabl: a durable job queue. Store commands take --url URL "
-        f"(default: ${URL_ENV}) and --json; exit codes: 0 ok, 1 an error, 2 a usage error.",
+        f"(default: ${URL_ENV}) and --json (worker: --url only); exit codes: 0 ok, "
+        "1 an error, 2 a usage error.",
         epilog=examples(
             "durabl worker myapp.jobs --url sqlite:///jobs.db",
             "durabl jobs --status failed",
@@ -260,11 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that an unknown option is reported with the usage of
+    its command (argparse would print the top-level usage, which lists no options)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = args.command_parser
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
     except SystemExit as exc:  # argparse: 2 on a usage error, 0 after --help
         return exc.code if isinstance(exc.code, int) else 2
     run: Command = args.run

@@ -1,6 +1,7 @@
 """What every store command of ``durabl`` shares: the ``--url`` / ``--json`` options, opening
-a store with a bounded connect time, turning a store failure into one line that names the
-URL (password hidden), and printing a table or JSON.
+a store with a bounded connect time (as it is, for the commands that only read), turning a
+store failure into one line that names the URL (password hidden), and printing a table or
+JSON.
 
 Also used by Django's ``manage.py runworkers`` / ``reap`` through the public names they
 need (the argument types live in :mod:`durabl.cli.args`).
@@ -15,11 +16,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TextIO, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from durabl.model.exceptions import DurablError
+from durabl.model.exceptions import DurablError, StoreNotFoundError
+from durabl.runtime.queue import JobQueue
 from durabl.stores.base import Backend
 from durabl.stores.urls import backend_from_url
 
@@ -32,6 +34,9 @@ Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: 
 CONNECT_TIMEOUT = 5.0
 CONNECT_TIMEOUT_ENV = "DURABL_CONNECT_TIMEOUT"
 MONGO_SCHEMES = ("mongodb", "mongodb+srv")
+SQLITE_SCHEME = "sqlite"
+#: What a command that only reads says after "there is no store there".
+CHECK_OR_MIGRATE = "check the URL; `durabl migrate` sets up a store"
 
 
 class CommandError(DurablError):
@@ -76,16 +81,20 @@ def command_parser(
     sub: Sub, name: str, help: str, description: str, *example_lines: str
 ) -> argparse.ArgumentParser:
     """The parser of the subcommand ``name``: ``help`` in the list of commands,
-    ``description`` atop its ``--help``, then the example command lines, if any."""
+    ``description`` atop its ``--help``, then the example command lines, if any. It is
+    ``args.command_parser`` once parsed, to report a usage error with its own usage."""
     if not example_lines:
-        return sub.add_parser(name, help=help, description=description)
-    return sub.add_parser(
-        name,
-        help=help,
-        description=description,
-        epilog=examples(*example_lines),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        parser = sub.add_parser(name, help=help, description=description)
+    else:
+        parser = sub.add_parser(
+            name,
+            help=help,
+            description=description,
+            epilog=examples(*example_lines),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    parser.set_defaults(command_parser=parser)
+    return parser
 
 
 def add_url_option(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +119,29 @@ def store_url(args: argparse.Namespace) -> str:
     return url
 
 
+@contextmanager
+def opened(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[JobQueue]:
+    """A queue on the command's store, closed afterwards; store errors as one line.
+    ``read_only``: the store must be there and set up (see :func:`open_existing_store`)."""
+    url = store_url(args)
+    with store_errors(url):
+        queue = JobQueue(open_existing_store(url) if read_only else open_store(url))
+        try:
+            yield queue
+        finally:
+            queue.backend.close()
+
+
+def store_parser(
+    sub: Sub, name: str, help: str, description: str, *example_lines: str
+) -> argparse.ArgumentParser:
+    """:func:`command_parser` with the store options ``--url`` and ``--json``."""
+    p = command_parser(sub, name, help, description, *example_lines)
+    add_url_option(p)
+    add_json_option(p)
+    return p
+
+
 def check_sqlite_path(url: str) -> None:
     """SQLite says only "unable to open database file" for a missing directory: name it."""
     if not url.lower().startswith("sqlite://"):
@@ -127,13 +159,66 @@ def check_sqlite_path(url: str) -> None:
         )
 
 
-def open_store(url: str) -> Backend:
-    """The store for ``url``, with its connect time bounded (nothing connects yet)."""
-    check_sqlite_path(url)
+def open_store(url: str, *, create: bool = True) -> Backend:
+    """The store for ``url``, with its connect time bounded (nothing connects yet).
+    Without ``create``, a SQLite file that is not there raises ``StoreNotFoundError`` when
+    first used, rather than being created."""
+    scheme = url.split("://", 1)[0].lower()
     options: dict[str, Any] = {}
-    if url.split("://", 1)[0].lower() in MONGO_SCHEMES:
+    if scheme in MONGO_SCHEMES:
         options["connect_timeout"] = connect_timeout()
+    if scheme == SQLITE_SCHEME and create:
+        check_sqlite_path(url)
+    elif scheme == SQLITE_SCHEME:
+        options["create"] = False
     return backend_from_url(url, **options)
+
+
+def open_existing_store(url: str) -> Backend:
+    """The store for ``url`` as it is, for a command that only reads: one that is not
+    there (no SQLite file, no PostgreSQL tables, no MongoDB indexes) or that this release
+    would first migrate is a :class:`CommandError`. Reading then creates and changes
+    nothing, and a mistyped URL is an error rather than an empty, healthy queue."""
+    backend = open_store(url, create=False)
+    try:
+        problem = setup_problem(backend, url)
+    except BaseException:
+        backend.close()
+        raise
+    if problem is not None:
+        backend.close()
+        raise CommandError(problem)
+    return backend
+
+
+def setup_problem(backend: Backend, url: str) -> str | None:
+    """Why ``backend`` cannot be read as it is (None: it can), asked of the store without
+    changing it."""
+    where = redact(url)
+    try:
+        version = backend.schema_version()
+    except StoreNotFoundError as exc:
+        return f"no store at {where}: {exc.filename} does not exist ({CHECK_OR_MIGRATE})"
+    if version is None:
+        missing = backend.pending_setup()
+        if missing:
+            names = ", ".join(missing[:3]) + (
+                f" and {len(missing) - 3} more" if missing[3:] else ""
+            )
+            return (
+                f"{where}: durabl's indexes {names} are missing: no store here, or one an "
+                f"older release set up ({CHECK_OR_MIGRATE})"
+            )
+        return None
+    if version.current == 0:
+        return f"{where} holds no durabl store ({CHECK_OR_MIGRATE})"
+    if version.pending:
+        return (
+            f"{where}: schema version {version.current} is older than this release's "
+            f"{version.latest}; run `durabl migrate` first (a command that only reads changes "
+            "nothing)"
+        )
+    return None
 
 
 @contextmanager
@@ -187,11 +272,19 @@ def cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        return utc_text(value)
     if isinstance(value, float):
         return f"{value:.1f}"
     text = str(value).replace("\n", " ")
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def utc_text(instant: datetime) -> str:
+    """``2026-03-02 08:00:03 UTC``: stores keep instants in UTC (a naive one is UTC too),
+    and a table says so, beside a schedule's own time zone."""
+    if instant.tzinfo is not None:
+        instant = instant.astimezone(timezone.utc)
+    return instant.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def print_table(

@@ -1,16 +1,15 @@
 """The operator's commands: ``stats``, ``jobs``, ``show``, ``retry``, ``cancel``, ``delete``,
 ``prune``, ``schedules`` and ``health``. Each opens the store named by ``--url`` (or
 ``$DURABL_URL``), does its work through the public :class:`durabl.JobQueue`, prints a table
-(or ``--json``) and closes the store."""
+(or ``--json``) and closes the store. Those that only read need a store that is there and
+set up: they never create or migrate one."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
 from typing import Any
@@ -19,15 +18,12 @@ from durabl.cli.args import positive_int_arg, positive_seconds_arg
 from durabl.cli.common import (
     CommandError,
     Sub,
-    add_json_option,
-    add_url_option,
-    command_parser,
-    open_store,
+    UsageError,
+    opened,
     plain,
     print_json,
     print_table,
-    store_errors,
-    store_url,
+    store_parser,
 )
 from durabl.model.activity import total_stats
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
@@ -35,6 +31,8 @@ from durabl.runtime.queue import JobQueue
 
 #: ``retry --all`` prints a progress line on stderr every this many jobs.
 PROGRESS_EVERY = 500
+#: ``jobs`` counts the jobs its ``--limit`` left out up to this many ("50 of 10000+").
+COUNT_AT_MOST = 10_000
 JOB_COLUMNS = ("id", "type", "status", "attempts", "failure_kind", "run_at", "updated_at")
 JOB_FIELDS = (
     "id",
@@ -50,28 +48,6 @@ JOB_FIELDS = (
     "dedupe_key",
     "fail_reason",
 )
-
-
-@contextmanager
-def opened(args: argparse.Namespace) -> Iterator[JobQueue]:
-    """A queue on the command's store, closed afterwards; store errors as one line."""
-    url = store_url(args)
-    with store_errors(url):
-        queue = JobQueue(open_store(url))
-        try:
-            yield queue
-        finally:
-            queue.backend.close()
-
-
-def store_parser(
-    sub: Sub, name: str, help: str, description: str, *example_lines: str
-) -> argparse.ArgumentParser:
-    """:func:`command_parser` with the store options ``--url`` and ``--json``."""
-    p = command_parser(sub, name, help, description, *example_lines)
-    add_url_option(p)
-    add_json_option(p)
-    return p
 
 
 def job_summary(job: Job[Any]) -> dict[str, Any]:
@@ -99,7 +75,7 @@ def configure_stats(sub: Sub) -> None:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    with opened(args) as queue:
+    with opened(args, read_only=True) as queue:
         if args.type:
             rows = {args.type: queue.get_stats(args.type)}
             total = rows[args.type]
@@ -129,8 +105,10 @@ def configure_jobs(sub: Sub) -> None:
         sub,
         "jobs",
         "list jobs by status, type, failure kind or search text",
-        "List jobs, newest first for failed ones. --json prints a list of objects with "
-        "id, type, status, attempts, max_attempts, failure_kind, run_at, updated_at and more.",
+        "List jobs, newest first for failed ones; times are UTC. When --limit cuts the "
+        "list short, a last line says how many jobs match (on stderr with --json). --json "
+        "prints a list of objects with id, type, status, attempts, max_attempts, "
+        "failure_kind, run_at, updated_at and more.",
         "durabl jobs --status failed",
         "durabl jobs --status failed --kind stalled --type report --limit 20 --json",
         "durabl jobs --search order:42",
@@ -140,7 +118,11 @@ def configure_jobs(sub: Sub) -> None:
     p.add_argument("--kind", choices=FAILURE_KINDS, help="only failed jobs of this failure kind")
     p.add_argument("--search", metavar="Q", help="a job id, or a prefix of the dedupe key")
     p.add_argument(
-        "--limit", type=positive_int_arg, default=50, metavar="N", help="at most N (default: 50)"
+        "--limit",
+        type=positive_int_arg,
+        default=50,
+        metavar="N",
+        help="at most N (default: 50); a last line says how many were left out",
     )
     p.set_defaults(run=run_jobs)
 
@@ -152,57 +134,31 @@ def run_jobs(args: argparse.Namespace) -> int:
         "failure_kind": args.kind,
         "search": args.search,
     }
-    with opened(args) as queue:
-        jobs = queue.list_jobs(limit=args.limit, **{k: v for k, v in filters.items() if v})
+    selection = {k: v for k, v in filters.items() if v}
+    with opened(args, read_only=True) as queue:
+        jobs = queue.list_jobs(limit=args.limit, **selection)
+        total, at_most = len(jobs), max(COUNT_AT_MOST, args.limit + 1)
+        if total == args.limit:  # maybe more: count them, up to a bound
+            total = queue.count_jobs(at_most=at_most, **selection)
     rows = [job_summary(job) for job in jobs]
     if args.json:
         print_json(rows)
     else:
         print_table(rows, JOB_COLUMNS)
+    if total > len(jobs):  # on stderr under --json, which stays a list
+        note = left_out(len(jobs), total, counted_all=total < at_most)
+        print(note, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
-# -- show -------------------------------------------------------------------------------------
-def configure_show(sub: Sub) -> None:
-    p = store_parser(
-        sub,
-        "show",
-        "everything stored about one job",
-        "Print one job: its fields, payload, failure reason, attempt history and logs. "
-        "Exit 1 when there is no such job.",
-        "durabl show 6650c3e2a1f0b2d4c8e9a001",
-        "durabl show 6650c3e2a1f0b2d4c8e9a001 --json",
+def left_out(shown: int, total: int, *, counted_all: bool) -> str:
+    """The line under a list cut short by ``--limit``: how many, and how to see more."""
+    if counted_all:
+        return f"({shown} of {total} jobs shown; --limit {total} shows them all)"
+    return (
+        f"({shown} of {total}+ jobs shown; raise --limit, or narrow the list with --status, "
+        "--type, --kind or --search)"
     )
-    p.add_argument("job_id", metavar="ID")
-    p.set_defaults(run=run_show)
-
-
-def run_show(args: argparse.Namespace) -> int:
-    with opened(args) as queue:
-        job = queue.get_job(args.job_id)
-    if job is None:
-        raise CommandError(f"no job {args.job_id}")
-    record = {f.name: getattr(job, f.name) for f in fields(job) if f.name != "journal"}
-    if args.json:
-        print_json(record)
-        return 0
-    long_fields = ("data", "fail_reason", "logs", "attempt_history", "result")
-    for name, value in record.items():
-        if name not in long_fields:
-            print(f"{name + ':':<18} {'-' if value is None else plain(value)}")
-    for name in long_fields:
-        value = record.get(name)
-        if value in (None, (), []):
-            continue
-        print(f"{name}:")
-        if isinstance(value, tuple | list):
-            for item in value:
-                print(f"  {plain(item)}")
-        else:
-            text = value if isinstance(value, str) else json.dumps(plain(value), indent=2)
-            for line in text.splitlines():
-                print(f"  {line}")
-    return 0
 
 
 # -- retry / cancel / delete ------------------------------------------------------------------
@@ -226,9 +182,9 @@ def configure_retry(sub: Sub) -> None:
 
 def run_retry(args: argparse.Namespace) -> int:
     if bool(args.job_ids) == bool(args.all):
-        raise CommandError("give job ids or --all (with --type/--kind), not both or neither")
+        raise UsageError("give job ids or --all (with --type/--kind), not both or neither")
     if (args.type or args.kind) and not args.all:
-        raise CommandError("--type and --kind select jobs for --all")
+        raise UsageError("--type and --kind select jobs for --all")
     with opened(args) as queue:
         if args.all:
             retried = retry_all(queue, args.type, args.kind)
@@ -309,12 +265,14 @@ UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def duration_arg(text: str) -> timedelta:
-    """``7d``, ``12h``, ``30m``, ``90s`` or a number of seconds."""
+    """``7d``, ``12h``, ``30m``, ``90s`` or a number of seconds, above 0."""
     match = DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
+    if not match:
         raise argparse.ArgumentTypeError(
             f"expected a duration such as 7d, 12h, 30m or seconds, got {text!r}"
         )
+    if float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
     return timedelta(seconds=float(match.group(1)) * UNITS[match.group(2)])
 
 
@@ -357,7 +315,8 @@ def configure_schedules(sub: Sub) -> None:
         "schedules",
         "the stored schedules with their next and last tick",
         "List every schedule in the store: name, job type, cron or interval, time zone, "
-        "the next tick and the last job it enqueued.",
+        "the next tick and the last job it enqueued. Times are UTC, whatever the "
+        "schedule's time zone.",
         "durabl schedules",
         "durabl schedules --json",
     )
@@ -365,7 +324,7 @@ def configure_schedules(sub: Sub) -> None:
 
 
 def run_schedules(args: argparse.Namespace) -> int:
-    with opened(args) as queue:
+    with opened(args, read_only=True) as queue:
         schedules = queue.list_schedules()
     rows = [plain(s) for s in schedules]
     if args.json:
@@ -389,8 +348,9 @@ def configure_health(sub: Sub) -> None:
         "health",
         "exit 0 when the store answers (and the lag is under --max-lag), else 1",
         "Check that the store answers and, with --max-lag, that the oldest due pending job "
-        "has waited less than that many seconds. Exit 1 with the reason when unhealthy: "
-        "for a liveness probe or a cron alert.",
+        "has waited less than that many seconds. Exit 1 with the reason when unhealthy "
+        "(a store that is not there or not set up is unhealthy; nothing is created): for a "
+        "liveness probe or a cron alert.",
         "durabl health",
         "durabl health --max-lag 60 --json",
     )
@@ -401,7 +361,7 @@ def configure_health(sub: Sub) -> None:
 
 def run_health(args: argparse.Namespace) -> int:
     try:
-        with opened(args) as queue:
+        with opened(args, read_only=True) as queue:
             stats = queue.get_stats(args.type)
     except CommandError as exc:
         return report_health(args, False, str(exc), None)
@@ -425,6 +385,8 @@ def report_health(args: argparse.Namespace, ok: bool, reason: str, lag: float | 
 
 def commands() -> tuple[Callable[[Sub], None], ...]:
     """The operator commands."""
+    from durabl.cli.show import configure_show
+
     found: list[Callable[[Sub], None]] = [
         configure_stats,
         configure_jobs,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import signal
 import sys
@@ -44,8 +45,8 @@ from durabl.runtime.queue import JobQueue
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: Seconds between the lines a long drain prints about the jobs it still waits for (at most;
-#: a third of a shorter shutdown timeout, so a short drain reports too).
-DRAIN_REPORT_EVERY = 5.0
+#: see :func:`drain_report_interval`).
+DRAIN_REPORT_EVERY = 5
 ABORT_EXIT_CODE = 1
 
 
@@ -268,10 +269,7 @@ class Worker:
             while not self.signalled.wait(1.0):
                 pass
             threading.Thread(target=self.drain, name="durabl-drain", daemon=True).start()
-            started = time.monotonic()
-            every = max(0.5, min(DRAIN_REPORT_EVERY, self.shutdown_timeout / 3))
-            while not self.drained.wait(every):
-                self.report_waiting(time.monotonic() - started)
+            self.report_until_drained(time.monotonic())
         finally:
             remove_sink()
             for sig, handler in self.previous.items():
@@ -287,18 +285,39 @@ class Worker:
             print("durabl worker: drained; exiting", file=self.out, flush=True)
         return 0
 
-    def report_waiting(self, elapsed: float) -> None:
+    def report_until_drained(self, started: float) -> None:
+        """Say what the drain waits for at each whole multiple of the report interval
+        before the timeout; past it the drain hands the jobs back, and its last line says
+        how many."""
+        every = drain_report_interval(self.shutdown_timeout)
+        due = every
+        while due < self.shutdown_timeout:
+            if self.drained.wait(max(0.0, started + due - time.monotonic())):
+                return
+            self.report_waiting(due)
+            due += every
+        while not self.drained.wait(1.0):  # in steps, so a second signal is handled at once
+            pass
+
+    def report_waiting(self, elapsed: int) -> None:
         runs = self.queue.active_runs()
         if not runs:
             return
         shown = ", ".join(f"{run.handle.type} {run.job_id}" for run in runs[:5])
         more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
         print(
-            f"durabl worker: draining for {elapsed:.0f} s of {self.shutdown_timeout:g} s; "
+            f"durabl worker: draining for {elapsed} s of {self.shutdown_timeout:g} s; "
             f"waiting for {len(runs)} job(s): {shown}{more}",
             file=self.err,
             flush=True,
         )
+
+
+def drain_report_interval(timeout: float) -> int:
+    """Whole seconds between drain progress lines: DRAIN_REPORT_EVERY, or a third of a
+    shorter timeout so a short drain reports too, but at least 1, so that no two lines
+    show the same second."""
+    return max(1, min(DRAIN_REPORT_EVERY, math.floor(timeout / 3)))
 
 
 __all__ = ["URL_ENV", "configure_worker", "run_worker"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from durabl.cli.common import Sub, plain, print_json, print_table
-from durabl.cli.ops import opened, store_parser
+from durabl.cli.common import Sub, opened, plain, print_json, print_table, store_parser
 from durabl.model.workers import WorkerInfo
 
 COLUMNS = ("id", "state", "host", "pid", "types", "active", "started_at", "last_seen")
@@ -37,7 +36,7 @@ def worker_fields(info: WorkerInfo) -> dict[str, Any]:
 
 
 def run_workers(args: argparse.Namespace) -> int:
-    with opened(args) as queue:
+    with opened(args, read_only=True) as queue:
         workers = queue.list_workers()
     if args.json:
         print_json([worker_fields(w) for w in workers])

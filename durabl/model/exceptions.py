@@ -39,6 +39,12 @@ class BackendUnavailableError(DurablError):
     """The store could not be reached after bounded retries."""
 
 
+class StoreNotFoundError(DurablError, FileNotFoundError):
+    """The store is not there and the caller asked not to create it: no file at
+    ``filename``, the absolute path, for ``SqliteJobQueue(path, create=False)``. Raised as
+    ``FileNotFoundError`` is, ``StoreNotFoundError(errno.ENOENT, message, path)``."""
+
+
 class SchemaError(DurablError):
     """A store's record of its schema cannot be used: corrupt, or from a newer durabl.
 

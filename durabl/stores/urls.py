@@ -29,7 +29,8 @@ def backend_from_url(url: str, **options: Any) -> Backend:
 
     Options go to the store's ``from_url``: ``database``, ``collection``,
     ``use_change_streams`` for MongoDB; ``clock``, ``busy_timeout``, ``synchronous``,
-    ``change_check_interval`` for SQLite.
+    ``change_check_interval``, ``create`` (False: open an existing file only, else
+    :class:`StoreNotFoundError`) for SQLite.
     A malformed URL or unknown scheme is a ``ValueError``; nothing connects here.
     """
     if not isinstance(url, str) or "://" not in url:

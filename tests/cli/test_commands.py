@@ -119,7 +119,7 @@ def test_retry_by_id_and_all(url: str) -> None:
     rest = durabl_cli("retry", "--all", "--type", "a", "--json", url=url)
     assert json.loads(rest.stdout)["retried"] == 1
     assert failed_ids(url) == []
-    assert durabl_cli("retry", url=url).returncode == 1  # neither ids nor --all
+    assert durabl_cli("retry", url=url).returncode == 2  # neither ids nor --all: usage
 
 
 def test_delete(url: str) -> None:
@@ -161,7 +161,7 @@ def test_url_comes_from_the_environment_and_its_absence_names_both() -> None:
 
 
 def test_missing_sqlite_directory_is_named(tmp_path: Path) -> None:
-    result = durabl_cli("jobs", "--url", f"sqlite:///{tmp_path}/nowhere/x.db")
+    result = durabl_cli("migrate", "--url", f"sqlite:///{tmp_path}/nowhere/x.db")
     assert result.returncode == 1
     assert f"{tmp_path}/nowhere does not exist" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1

@@ -57,7 +57,8 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
 
     ``close()`` is for shutdown: it closes every connection this object opened, in every
     thread (a connection in use is closed by its thread when its operation ends). Using the
-    object afterwards opens fresh connections.
+    object afterwards opens fresh connections. With ``create=False`` a missing file raises
+    :class:`~durabl.model.exceptions.StoreNotFoundError` instead of being created.
     """
 
     supports_journal = True
@@ -77,6 +78,7 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
         busy_timeout: float = 5.0,
         synchronous: str = "NORMAL",
         change_check_interval: Seconds | None = 0.005,
+        create: bool = True,
     ) -> None:
         raw = os.fspath(path)
         if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
@@ -103,7 +105,9 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
         #: Added to the reaper's cutoff. One machine has one clock, so 0 (kept for parity
         #: with MongoJobQueue and the contract suite).
         self.clock_skew_allowance = 0.0
-        self._db = Connections(self.path, busy_timeout=float(busy_timeout), synchronous=mode)
+        self._db = Connections(
+            self.path, busy_timeout=float(busy_timeout), synchronous=mode, create=create
+        )
         self._started = False
         self._startup_lock = threading.Lock()
 
@@ -111,14 +115,21 @@ class SqliteJobQueue(StoreBase, base.FencedTransactions[sqlite3.Connection]):
         return f"SqliteJobQueue({self.path!r})"
 
     URL_OPTIONS = frozenset(
-        {"clock", "busy_timeout", "synchronous", "change_check_interval", "connect_timeout"}
+        {
+            "clock",
+            "busy_timeout",
+            "synchronous",
+            "change_check_interval",
+            "connect_timeout",
+            "create",
+        }
     )
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteJobQueue:
         """SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working
         directory, ``sqlite:////abs.db`` absolute. Options (``clock``, ``busy_timeout``,
-        ``synchronous``, ``change_check_interval``) go to the constructor."""
+        ``synchronous``, ``change_check_interval``, ``create``) go to the constructor."""
         path = cls.path_from_url(url)
         unknown = set(options) - cls.URL_OPTIONS
         if unknown:

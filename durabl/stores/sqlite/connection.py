@@ -13,6 +13,7 @@ written (read-only, a full disk, I/O errors); every other ``sqlite3`` error beco
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -22,11 +23,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
+from urllib.parse import quote
 
 from tenacity import stop_after_attempt, stop_after_delay
 from tenacity.stop import stop_base
 
-from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.model.exceptions import BackendUnavailableError, DurablError, StoreNotFoundError
 from durabl.stores.retrying import call_repeating
 
 logger = logging.getLogger(__name__)
@@ -114,13 +116,17 @@ class Connections:
 
     Connections are opened with ``check_same_thread=False`` only so that ``close_all()``
     and the sweep of finished threads can close them from another thread; a connection is
-    still only ever used by the thread that opened it.
+    still only ever used by the thread that opened it. Without ``create``, the file must
+    exist: SQLite opens it read-write only, never creating it.
     """
 
-    def __init__(self, path: str, *, busy_timeout: float, synchronous: str) -> None:
+    def __init__(
+        self, path: str, *, busy_timeout: float, synchronous: str, create: bool = True
+    ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
+        self.create = create
         self._local = threading.local()
         self._lock = threading.Lock()
         self._writer = threading.RLock()  # one writer at a time within this process
@@ -132,14 +138,30 @@ class Connections:
         weakref.finalize(self, _close_quietly, self._handles).atexit = False
 
     # -- opening and closing --------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection; without ``create``, through a ``mode=rw`` URI, so that SQLite
+        itself refuses a missing file (no check-then-open race)."""
+        target, uri = self.path, False
+        if not self.create:
+            target, uri = f"file:{quote(self.path)}?mode=rw", True
+        try:
+            return sqlite3.connect(
+                target,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=256,
+                uri=uri,
+            )
+        except sqlite3.OperationalError as exc:
+            if self.create or os.path.exists(self.path):
+                raise
+            raise StoreNotFoundError(
+                errno.ENOENT, "no SQLite database file (opened with create=False)", self.path
+            ) from exc
+
     def _open(self) -> _Handle:
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout,
-            isolation_level=None,
-            check_same_thread=False,
-            cached_statements=256,
-        )
+        conn = self._connect()
         try:
             conn.row_factory = sqlite3.Row
             self._set_busy_timeout(conn, self.busy_timeout)
