@@ -139,7 +139,12 @@ class EnqueueCoalesce(Script):
     def start(self) -> Call:
         job = build_new_job("email", {"v": 2}, dedupe_key="digest", coalesce="latest")
         call = self.wire.start(self.store.enqueue, job)
-        duplicate_key(self.wire.receives("insert"), index="durabl_dedupe_live")
+        insert = self.wire.receives("insert")
+        duplicate_key(insert, index="durabl_dedupe_live")
+        # No job of its own _id: the slot is another job's, which this one coalesces into.
+        lookup = self.wire.receives("find")
+        assert lookup.doc["filter"] == {"_id": insert.doc["documents"][0]["_id"]}
+        found(lookup)
         return call
 
     def repeat(self, request: Request) -> None:

@@ -21,6 +21,7 @@ from pymongo import ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
+from pymongo.write_concern import WriteConcern
 
 from durabl.model import activity
 from durabl.model import job as model
@@ -106,7 +107,8 @@ class MongoJobQueue(StoreBase):
     are batched for ``push_batch_window`` seconds (``push_settings`` holds the rest).
     ``clock_skew_allowance`` (seconds) is added to every lease deadline the reaper checks,
     on top of timestamps taken from the server's clock (default 2 s on a server, 0 on
-    mongomock).
+    mongomock). ``write_concern`` is what every write waits for: by default the database's
+    own if its client or URL set one, else majority and journaled (docs/operations.md).
     """
 
     supports_journal = True
@@ -133,6 +135,7 @@ class MongoJobQueue(StoreBase):
         owns_client: bool = False,
         safety_poll_interval: float = PUSH_SAFETY_POLL_INTERVAL,
         push_batch_window: float = DEFAULT_BATCH_WINDOW,
+        write_concern: WriteConcern | None = None,
     ) -> None:
         self.store = MongoStore(
             db,
@@ -141,6 +144,7 @@ class MongoJobQueue(StoreBase):
             server_time=server_time and not is_mongomock(db) and clock is None,
             clock_skew_allowance=clock_skew_allowance,
             owns_client=owns_client,
+            write_concern=write_concern,
         )
         self.use_change_streams = use_change_streams
         self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
@@ -164,9 +168,9 @@ class MongoJobQueue(StoreBase):
     def from_url(cls, url: str, **options: Any) -> MongoJobQueue:
         """A store for ``mongodb://host/db``, ``mongodb+srv://...`` or ``mongomock://[/db]``
         (one shared in-process mongomock client). Options: ``database``, ``collection``,
-        ``use_change_streams``, ``clock_skew_allowance``, ``connect_timeout`` (seconds to
-        reach the server, for every store), and pymongo client options (``connect=False``
-        by default: nothing connects here)."""
+        ``use_change_streams``, ``clock_skew_allowance``, ``write_concern``,
+        ``connect_timeout`` (seconds to reach the server, for every store), and pymongo
+        client options (``connect=False`` by default: nothing connects here)."""
         return factory.from_url(cls, url, **options)
 
     # -- the store's plumbing -------------------------------------------------------------
@@ -222,23 +226,17 @@ class MongoJobQueue(StoreBase):
         return EnqueueResult(str(doc["_id"]))
 
     def _insert(self, doc: dict[str, Any]) -> bool:
-        """Insert; False when a dedupe slot is taken. A repeat after an ambiguous failure
-        that finds its own document counts as success."""
-
-        attempts = 0
+        """Insert; False when a dedupe slot is taken. An insert that finds its own document
+        counts as success."""
 
         def insert() -> bool:
-            nonlocal attempts
-            attempts += 1
             try:
                 self.store.col.insert_one(doc)
             except DuplicateKeyError:
-                # A fresh ObjectId cannot collide on a first try: the clash is a dedupe slot.
-                # On a repeat, finding our own document means the first try went through.
-                return (
-                    attempts > 1
-                    and self.store.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
-                )
+                # A fresh ObjectId collides only with this insert's own earlier write, which
+                # even pymongo's retry inside one try meets (a restarted primary forgets the
+                # retryable write): only with no document of our _id is the clash a slot.
+                return self.store.col.find_one({"_id": doc["_id"]}, {"_id": 1}) is not None
             return True
 
         return self.store.call("enqueue", insert)

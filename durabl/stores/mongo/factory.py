@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 from pymongo import MongoClient
 from pymongo.errors import ConfigurationError, InvalidName, InvalidURI
+from pymongo.write_concern import WriteConcern
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
 from durabl.stores.mongo.retry import is_dns_failure
@@ -72,6 +73,7 @@ def from_url(
     use_change_streams: bool = False,
     clock_skew_allowance: float | None = None,
     connect_timeout: float | None = None,
+    write_concern: WriteConcern | None = None,
     **client_options: Any,
 ) -> S:
     """The store ``make`` (``MongoJobQueue``) builds for ``url``: see
@@ -87,6 +89,7 @@ def from_url(
                 collection,
                 use_change_streams=use_change_streams,
                 clock_skew_allowance=clock_skew_allowance,
+                write_concern=write_concern,
             )
         except InvalidName as exc:
             raise ValueError(f"not a usable database or collection name: {exc}") from exc
@@ -119,7 +122,11 @@ def from_url(
             use_change_streams=use_change_streams,
             clock_skew_allowance=clock_skew_allowance,
             owns_client=True,
+            write_concern=write_concern,
         )
     except InvalidName as exc:
         client.close()
         raise ValueError(f"not a usable database or collection name: {exc}") from exc
+    except Exception:  # e.g. an unacknowledged write concern in the URL: nothing to keep
+        client.close()
+        raise

@@ -146,7 +146,9 @@ def unclaim(col: Collection[dict[str, Any]], job_id: Any, token: str, now: datet
 
 # -- rate limits ----------------------------------------------------------------------------
 def rates_collection(col: Collection[dict[str, Any]], name: str) -> Collection[dict[str, Any]]:
-    return col.database.get_collection(f"{name}_rate_limits", codec_options=col.codec_options)
+    return col.database.get_collection(
+        f"{name}_rate_limits", codec_options=col.codec_options, write_concern=col.write_concern
+    )
 
 
 def write_rate(rates: Collection[dict[str, Any]], type: str, rate: RateLimit | None) -> None:

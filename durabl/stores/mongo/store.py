@@ -22,6 +22,7 @@ from bson.codec_options import CodecOptions
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
+from pymongo.write_concern import WriteConcern
 
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
@@ -38,6 +39,10 @@ SERVER_TIME_REFRESH = 300.0
 DEFAULT_SKEW_ALLOWANCE = 2.0
 #: The projection every read that builds a Job uses: receipts stay in the store.
 NO_RECEIPTS = {"receipts": 0}
+#: What durabl's writes wait for unless the user chose otherwise: a majority of the replica
+#: set has the write, in its journal. An acknowledged job then survives a crash of the
+#: primary and the rollback a failover makes of writes only it had (docs/operations.md).
+DURABLE_WRITE_CONCERN = WriteConcern(w="majority", j=True)
 
 
 # mongomock is not thread-safe, and two backends may share one mongomock database: one
@@ -47,6 +52,24 @@ _MONGOMOCK_LOCK = threading.RLock()
 
 def is_mongomock(db: Any) -> bool:
     return type(db).__module__.split(".")[0] == "mongomock"
+
+
+def write_concern_for(db: Database[Any], chosen: WriteConcern | None) -> WriteConcern:
+    """The write concern of every collection durabl writes: ``chosen`` when given, else the
+    one set on ``db`` (its client or URL), else :data:`DURABLE_WRITE_CONCERN`: a durable
+    queue must not depend on the server's default, which may be ``w: 1``."""
+    if chosen is None:
+        # A mongomock database has no write concern of its own (the attribute would name a
+        # collection); a pymongo one has the server default unless the user set one.
+        inherited = None if is_mongomock(db) else db.write_concern
+        keep = inherited is not None and not inherited.is_server_default
+        chosen = inherited if keep else DURABLE_WRITE_CONCERN
+    if not isinstance(chosen, WriteConcern):
+        raise TypeError(f"write_concern must be a pymongo WriteConcern, got {chosen!r}")
+    if not chosen.acknowledged:
+        # Dedupe, fencing and receipts all read the server's answer to a write.
+        raise ValueError(f"durabl needs acknowledged writes, not {chosen.document}")
+    return chosen
 
 
 class MongoStore:
@@ -69,6 +92,7 @@ class MongoStore:
         server_time: bool,
         clock_skew_allowance: float | None,
         owns_client: bool,
+        write_concern: WriteConcern | None = None,
     ) -> None:
         if not isinstance(collection, str) or not collection:
             raise ValueError(f"collection must be a non-empty string, got {collection!r}")
@@ -86,7 +110,9 @@ class MongoStore:
         self.started = False
         self.supports_push = False
         self.col: Collection[dict[str, Any]] = db.get_collection(
-            collection, codec_options=CodecOptions(tz_aware=True)
+            collection,
+            codec_options=CodecOptions(tz_aware=True),
+            write_concern=write_concern_for(db, write_concern),
         )
         self._offset = timedelta(0)
         self._offset_checked_at: float | None = None
@@ -94,9 +120,12 @@ class MongoStore:
 
     def side_collection(self, suffix: str) -> Collection[dict[str, Any]]:
         """The collection ``<collection>_<suffix>`` beside the jobs (``schedules``,
-        ``workers``), read and written with the jobs collection's codec options."""
+        ``workers``), read and written with the jobs collection's codec options and write
+        concern."""
         return self.db.get_collection(
-            f"{self.collection_name}_{suffix}", codec_options=self.col.codec_options
+            f"{self.collection_name}_{suffix}",
+            codec_options=self.col.codec_options,
+            write_concern=self.col.write_concern,
         )
 
     # -- plumbing -------------------------------------------------------------------------
