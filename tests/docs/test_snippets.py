@@ -29,7 +29,6 @@ from tests.docs.snippets import PAGES, Block, MarkerError, groups, read_page
 #: its entry should then go (test_known_failing_entries_name_a_block fails once an entry
 #: matches no block).
 KNOWN_FAILING: dict[tuple[str, str], str] = {
-    ("docs/api.md", "MongoJobQueue("): "a signature: fence it ```python signature",
     ("docs/change-streams.md", "from pymongo import MongoClient"): (
         "send_email undefined; connects to db1,db2,db3 (needs mongodb and MONGO_URL)"
     ),
