@@ -13,6 +13,13 @@ from typing import Literal
 GONE_AFTER_INTERVALS = 3
 #: A gone entry is removed from the store once unseen for this long.
 REMOVE_AFTER = timedelta(hours=1)
+#: A change in a worker's count of active runs reaches its entry within this fraction of
+#: its heartbeat interval (10 s at the default 100 s) ...
+ACTIVE_CHECKS_PER_INTERVAL = 10
+#: ... but a worker looks at the count (and, when it changed, writes) at most once a
+#: second, however short its interval: a busy worker costs the store a bounded number of
+#: writes, never one per job.
+MIN_ACTIVE_CHECK_EVERY = 1.0
 
 WorkerState = Literal["alive", "gone"]
 
@@ -55,6 +62,15 @@ def with_states(infos: list[WorkerInfo], now: datetime) -> list[WorkerInfo]:
     pid, then id."""
     marked = [replace(info, gone=is_gone(info, now)) for info in infos]
     return sorted(marked, key=lambda i: (i.host, i.pid, i.id))
+
+
+def active_check_every(heartbeat_interval: float) -> float:
+    """Seconds between a worker's looks at its count of active runs: a count that changed
+    since the entry was written is written at the next look, so the entry's ``active``
+    trails the truth by at most this much (plus one write), and between two regular
+    refreshes a worker writes at most once per look. Never longer than the interval."""
+    share = heartbeat_interval / ACTIVE_CHECKS_PER_INTERVAL
+    return min(heartbeat_interval, max(share, MIN_ACTIVE_CHECK_EVERY))
 
 
 def removal_cutoff(now: datetime) -> datetime:

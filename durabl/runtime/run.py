@@ -11,7 +11,6 @@ import copy
 import inspect
 import logging
 import threading
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -46,6 +45,7 @@ from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
 from durabl.runtime.registry import RunRegistry
+from durabl.runtime.tracebacks import format_failure_traceback
 from durabl.stores.base import Backend, Completion
 
 logger = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ def describe_error(exc: BaseException) -> str:
         lines.append(f"caused by {type(cause).__name__}: {error_text(cause)}")
         cause = cause.__cause__
     try:
-        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        trace = format_failure_traceback(exc)  # durabl's own frames folded
     except Exception:
         trace = f"(the traceback of {type(exc).__name__} could not be formatted)"
     lines.append("")

@@ -45,7 +45,9 @@ class Drain:
     processors: Callable[[], list[Processor]]
     stop_reaper: Callable[[float], None]
     stop_pickup: Callable[[float], None]
-    #: Removes the queue's entry from the workers registry, last (given how long it may take).
+    #: Removes the queue's entry from the workers registry, given how long to wait for it
+    #: (0: start the removal and return). Started once the runs are over or being handed
+    #: back, waited for last.
     stop_presence: Callable[[float], None] = field(default=lambda timeout: None)
     future: Future[None] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -117,6 +119,10 @@ class Drain:
             if not run.started:  # claimed but not begun: fenced, handed straight back
                 _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
         self.runs.wait_until_empty(left(deadline))
+        # From here the queue runs nothing of its own: its registry entry goes now, on the
+        # presence thread, beside the releases and joins below (which a handler that
+        # ignores its signal can stretch to the end of the grace); the end waits for it.
+        self.stop_presence(0.0)
         for run in self.runs.snapshot():
             result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
             if result is not None:
