@@ -1,6 +1,6 @@
-"""A worker process for test_cancel_process: runs type ``slow`` on a SQLite file with a
-short heartbeat; each run writes ``started <id>`` to the log, waits on its signal, then
-writes ``aborted <reason>`` and gives up. Stops on SIGTERM."""
+"""A worker process for test_cancel_process: runs type ``slow`` on the store a backend URL
+names, with a short heartbeat; each run writes ``started <id>`` to the log, waits on its
+signal, then writes ``aborted <reason>`` and gives up. Stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 import threading
 from typing import Any
 
-from durabl import JobContext, JobQueue, SqliteJobQueue
+from durabl import JobContext, JobQueue, backend_from_url
 
 
 def main(argv: list[str]) -> int:
-    path, log, interval = argv[0], argv[1], float(argv[2])
-    queue = JobQueue(SqliteJobQueue(path), visibility_timeout=30)
+    url, log, interval = argv[0], argv[1], float(argv[2])
+    queue = JobQueue(backend_from_url(url), visibility_timeout=30)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 

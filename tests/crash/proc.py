@@ -1,14 +1,21 @@
 """A worker or producer process for the crash tests: ``python -m tests.crash.proc ...``.
 
 Every line it writes to its log is flushed at once, so the parent can read what happened
-even after a SIGKILL: ``claimed <job id>`` on each claim, ``start <job id>`` when a
-handler begins, ``end <job id>`` when it returns, ``ready`` once it is processing,
-``drained`` after a graceful shutdown.
+even after a SIGKILL: ``owner <lease owner>`` first, ``claimed <job id>`` on each claim,
+``start <job id>`` when a handler begins, ``end <job id>`` when it returns, ``completed
+<job id>`` once its completion is written, ``lease-lost <job id> <op>`` when a run's
+outcome is not written because its lease is gone (``op``: ``deadline``, ``heartbeat``,
+``complete``...), ``ready`` once it is processing, ``drained`` after a graceful shutdown.
+
+``--hold-until FILE``: a job whose data says ``hold`` waits until FILE exists, deaf to
+``ctx.signal`` (a handler stuck in user code, or a process paused under it), then returns
+``{"pid": <this process>}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import threading
@@ -33,8 +40,10 @@ def worker(args: argparse.Namespace) -> int:
     log = Log(args.log)
 
     def on_event(event: JobEvent) -> None:
-        if event.kind == "claimed":
-            log.write(f"claimed {event.job_id}")
+        if event.kind in ("claimed", "completed"):
+            log.write(f"{event.kind} {event.job_id}")
+        elif event.kind == "lease-lost":
+            log.write(f"lease-lost {event.job_id} {event.op}")
 
     queue = JobQueue(
         backend_from_url(args.url),
@@ -42,15 +51,20 @@ def worker(args: argparse.Namespace) -> int:
         on_job_event=on_event,
     )
 
-    def handler(job: Job[Any], ctx: JobContext) -> None:
+    def handler(job: Job[Any], ctx: JobContext) -> dict[str, int] | None:
         log.write(f"start {job.id}")
         if args.hang and job.data.get("hang"):
             ctx.signal.wait()  # until shutdown or lease loss aborts the run
             ctx.signal.raise_if_aborted()
+        elif args.hold_until and job.data.get("hold"):
+            while not os.path.exists(args.hold_until):  # another process says when
+                threading.Event().wait(0.02)
         else:
             ctx.signal.wait(random.uniform(0, args.work))
         log.write(f"end {job.id}")
+        return {"pid": os.getpid()} if job.data.get("hold") else None
 
+    log.write(f"owner {queue.lease_owner}")
     queue.process("t", handler, concurrency=args.concurrency, poll_interval=0.05)
     if args.reaper:
         queue.start_reaper(interval=0.2)
@@ -90,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--hang", action="store_true")
     parser.add_argument("--reaper", action="store_true")
+    parser.add_argument("--hold-until", default="", help="see the module's docstring")
     parser.add_argument("--work", type=float, default=0.005)
     parser.add_argument("--shutdown-timeout", type=float, default=1.0)
     parser.add_argument("--jobs", type=int, default=2000)

@@ -1,8 +1,9 @@
 """Flow control across real processes over one store (a SQLite file; PostgreSQL tables of
-the test's own): two worker processes of four threads each. A concurrency key's limit and
-a type's rate limit hold engine-wide. Concurrency is read from the handlers' own logs
-(each run lies inside its claim); starts per window from each job's attempt history, on
-the store's clock, which is the clock the store counts the window by."""
+the test's own; a MongoDB database of its own): two worker processes of four threads
+each. A concurrency key's limit and a type's rate limit hold engine-wide. Concurrency is
+read from the handlers' own logs (each run lies inside its claim); starts per window from
+each job's attempt history, on the store's clock, which is the clock the store counts the
+window by."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Schedules across real processes over one store (a SQLite file; PostgreSQL tables of
-the test's own): however many schedulers run, killed and restarted included, each tick
-enqueues exactly one job."""
+the test's own; a MongoDB database of its own): however many schedulers run, killed and
+restarted included, each tick enqueues exactly one job."""
 
 from __future__ import annotations
 
