@@ -180,12 +180,6 @@ def test_a_claim_meeting_a_fault_loses_and_doubles_nothing(
         assert worker.wire.failures("findAndModify") == fault.times
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: a claim applied on the server but answered with a non-retryable write "
-    "concern error strands the job for a lease and charges the attempt; with "
-    "max_attempts=1 it fails as stalled without ever running",
-)
 def test_a_claim_applied_but_answered_with_a_write_concern_error_still_runs_the_job(
     server: str, fail_point: FailPoint, view: JobQueue, make_worker: Callable[..., Worker]
 ) -> None:
@@ -378,11 +372,6 @@ def test_an_enqueue_refused_past_the_retry_budget_raises_and_stores_nothing(
     assert view.list_jobs(limit=0) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: an enqueue applied on the server but answered with a non-retryable "
-    "write concern error raises, though the job is stored (a caller's retry enqueues twice)",
-)
 def test_an_enqueue_applied_but_answered_with_a_write_concern_error_is_not_reported_failed(
     server: str, fail_point: FailPoint, view: JobQueue, make_worker: Callable[..., Worker]
 ) -> None:

@@ -8,11 +8,13 @@ from typing import TypeVar
 
 from pymongo.errors import (
     AutoReconnect,
+    BulkWriteError,
     ConfigurationError,
     ConnectionFailure,
     OperationFailure,
     PyMongoError,
     ServerSelectionTimeoutError,
+    WriteConcernError,
 )
 from tenacity import stop_after_attempt, stop_after_delay
 
@@ -29,8 +31,24 @@ RETRY_MAX_SECONDS = 10.0
 
 def is_transient(exc: BaseException) -> bool:
     """AutoReconnect covers NotPrimaryError and network timeouts. Server selection already
-    waited its own timeout, so repeating it would only multiply the wait."""
-    return isinstance(exc, AutoReconnect) and not isinstance(exc, ServerSelectionTimeoutError)
+    waited its own timeout, so repeating it would only multiply the wait. A write applied but
+    not confirmed by its write concern is as unknown as a lost reply, and as safe to repeat."""
+    if isinstance(exc, AutoReconnect):
+        return not isinstance(exc, ServerSelectionTimeoutError)
+    return write_unconfirmed(exc)
+
+
+def write_unconfirmed(exc: BaseException) -> bool:
+    """Whether ``exc`` says the write was applied on the primary but its write concern was
+    not met (a ``wtimeout``, a primary stepping down before replicating): its effect is
+    unknown to the caller, as after a lost reply, so the caller resolves it the same way
+    (a repeat that finds its own ``_id`` or receipt, a claim read back by its token)."""
+    if isinstance(exc, WriteConcernError):
+        return True
+    if isinstance(exc, BulkWriteError):
+        details = exc.details or {}
+        return bool(details.get("writeConcernErrors")) and not details.get("writeErrors")
+    return False
 
 
 def call_with_retries(
@@ -78,6 +96,10 @@ def translate(operation: str, exc: BaseException) -> DurablError:
     if isinstance(exc, ConnectionFailure) or (isinstance(exc, PyMongoError) and exc.timeout):
         # A deadline (pymongo.timeout) that ran out is the server not answering in time.
         return BackendUnavailableError(f"MongoDB unavailable during {operation}: {reason(exc)}")
+    if write_unconfirmed(exc):
+        return BackendUnavailableError(
+            f"MongoDB did not confirm the write during {operation}: {reason(exc)}"
+        )
     if is_dns_failure(exc):
         return BackendUnavailableError(
             f"MongoDB unavailable during {operation}: the DNS lookup of the mongodb+srv:// "
