@@ -191,6 +191,10 @@ class Job(Generic[T]):
     max_attempts: int = 3
     dedupe_key: str | None = None
     dedupe_scope: DedupeScope | None = None
+    #: Flow control (docs/flow-control.md): at most ``concurrency_limit`` jobs holding
+    #: ``concurrency_key`` are active at once; both None for a job without a key.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
     created_at: datetime
     updated_at: datetime
     #: When the job reached its terminal status (None while pending or active; a retry

@@ -78,6 +78,8 @@ def job_from_row(
             "max_attempts": row["max_attempts"],
             "dedupe_key": row["dedupe_key"],
             "dedupe_scope": row["dedupe_scope"],
+            "concurrency_key": row["concurrency_key"],
+            "concurrency_limit": row["concurrency_limit"],
             "created_at": instant(row["created_at"]),
             "updated_at": instant(row["updated_at"]),
             "finished_at": None if finished is None else instant(finished),

@@ -94,7 +94,7 @@ class JobQueue:
             immediate=self.immediate,
         )
         #: The live runs: each tracks itself from its claim until its outcome is written.
-        self.runs: RunRegistry[ManagedRun] = RunRegistry()
+        self.runs: RunRegistry[ManagedRun] = RunRegistry(on_untrack=self._run_over)
         #: What wraps every run: see :meth:`add_run_hook`.
         self.run_hooks = RunHooks(process_run_hooks)
         #: What wraps every enqueue: see :meth:`add_enqueue_hook`.
@@ -169,6 +169,13 @@ class JobQueue:
         ``on_job_event`` (a failing sink is logged and never affects a job). An unknown
         kind is a ``ValueError``. Returns a function that removes it."""
         return self.event_sinks.add(sink, kinds)
+
+    def _run_over(self, run: ManagedRun) -> None:
+        """A run is over: its outcome written, or its claim lost or handed back. A job
+        with a concurrency key no longer holds its slot, and no store event need tell
+        this process: wake the processors that may have jobs held back on the key."""
+        if run.handle.concurrency_key is not None:
+            self._processors.key_freed(run.handle.type)
 
     def active_runs(self) -> list[ManagedRun]:
         """The runs of this queue not over yet (claimed, running, or being written)."""

@@ -16,10 +16,14 @@ class RunRegistry(Generic[T]):
 
     A run tracks itself once, when it is created from a claim, and untracks itself once
     its outcome is written or its claim handed back; shutdown waits here for the rest.
+    ``on_untrack`` is told of each run as it is forgotten (once per run tracked).
     """
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, clock: Clock = SYSTEM_CLOCK, *, on_untrack: Callable[[T], object] | None = None
+    ) -> None:
         self._clock = clock
+        self._on_untrack = on_untrack
         self._changed = threading.Condition(threading.Lock())
         self._runs: set[T] = set()
 
@@ -28,11 +32,15 @@ class RunRegistry(Generic[T]):
             self._runs.add(run)
 
     def untrack(self, run: T) -> None:
-        """Forget ``run`` (again is harmless) and wake whoever waits for the set to empty."""
+        """Forget ``run`` (again is harmless), wake whoever waits for the set to empty, and
+        tell ``on_untrack`` (the first time only)."""
         with self._changed:
+            tracked = run in self._runs
             self._runs.discard(run)
             if not self._runs:  # only "empty" is waited for
                 self._changed.notify_all()
+        if tracked and self._on_untrack is not None:
+            self._on_untrack(run)
 
     def snapshot(self) -> list[T]:
         """The runs tracked at this moment."""

@@ -152,6 +152,7 @@ class Processors:
                 poll_interval=interval,
                 heartbeat_interval=beat,
                 lease_owner=self.lease_owner,
+                takes_keys=given.concurrency_key is not None,
             )
             self.by_type[type] = processor
         return processor
@@ -169,6 +170,25 @@ class Processors:
             processor.process_one()
         else:
             processor.wake()
+
+    def key_freed(self, type: str) -> None:
+        """A run of ``type`` that held a concurrency key is over, in this process: a job
+        held back on the key may start now. The processors that take jobs with keys (a key
+        may span types) poll at once, or as soon as a run of theirs ends: ``type``'s, those
+        whose type declares a key, and those that ran a job with one. A processor of jobs
+        without keys is left alone."""
+        ran = self.by_type.get(type)
+        if ran is not None:
+            ran.takes_keys = True
+        if self.closing():
+            return
+        for processor in self.all():
+            if not processor.takes_keys:
+                continue
+            if processor.free_slots() > 0:
+                processor.poll_soon()
+            else:
+                processor.note_due()
 
     def job_moved(self, job_id: str, moved: bool) -> bool:
         """After an operation that may have made job ``job_id`` due (``moved``): wake the
@@ -210,6 +230,9 @@ class Processor:
     poll_interval: float = 5.0
     heartbeat_interval: float | None = None
     lease_owner: str = ""
+    #: Whether jobs of this type may have a concurrency key (declared, or one ran here):
+    #: then a run of that key ending in this process wakes this processor.
+    takes_keys: bool = False
     rand: Callable[[], float] = random.random
     polls: int = field(default=0, init=False)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from durabl import Job, JobContext, JobEvent, JobQueue
 from durabl.model.job import PickupMode
@@ -189,6 +190,57 @@ def test_a_notify_for_a_type_nobody_processes_here_wakes_nothing(server: str, ta
     finally:
         assert watcher.stop(5)
         store.close()
+
+
+def test_a_run_that_frees_a_key_notifies_the_types_with_due_jobs_held_on_it(
+    server: str, table: str
+) -> None:
+    """Ending an active run of a keyed job notifies each type with a due job pending on
+    that key (the jobs held back on it may start now), whatever ended it; ending a run
+    without a key notifies nothing."""
+    store = PostgresJobQueue(server, table=table, listen_notify=False)
+    queue = JobQueue(store)
+    later = store.now() + timedelta(minutes=5)
+    for type, key, run_at in [
+        ("a", "k", None),
+        ("a", "k", None),
+        ("b", "k", None),
+        ("c", "k", later),  # held on the key too, but not due: no notify for it
+        ("d", "other", None),
+        ("f", "other", None),
+        ("e", None, None),
+    ]:
+        queue.enqueue(type, {}, concurrency_key=key, run_at=run_at)
+    channel = Tables(table).channel
+    marker = 0
+
+    def notified(write: Callable[[], object]) -> set[str]:
+        """The payloads that the write's commit sent (up to a marker sent after it)."""
+        nonlocal marker
+        marker += 1
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            write()
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, f"marker-{marker}"))
+            payloads: set[str] = set()
+            for notify in conn.notifies(timeout=PICKUP):
+                if notify.payload == f"marker-{marker}":
+                    return payloads
+                payloads.add(notify.payload)
+        raise AssertionError("the marker never came")
+
+    def claim(type: str) -> Any:
+        (handle,) = store.claim(type, limit=1, lease_owner="test")
+        return handle
+
+    first_a = claim("a")
+    assert notified(first_a.complete) == {"0:a", "0:b"}  # completion
+    assert notified(claim("e").complete) == set()  # no key: nothing
+    assert notified(lambda: claim("b").fail_fatal("no")) == {"0:a"}  # failure
+    # Back to pending (a release, a retry, the reaper): its own notify, and the key's.
+    released = notified(lambda: claim("d").release(run_at=later))
+    assert "0:f" in released and {p.split(":")[1] for p in released} == {"d", "f"}
+    store.close()
 
 
 def test_a_future_job_is_picked_up_at_its_run_at(rig: Rig) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import mongomock
 import pytest
+from bson import ObjectId
 from pymongo.errors import (
     AutoReconnect,
     ConnectionFailure,
@@ -39,7 +40,9 @@ from durabl.stores.mongo.changestream import (
     TimerQueue,
     claimable_pipeline,
     classify,
+    frees_a_slot,
 )
+from durabl.stores.mongo.pushreads import WatcherReads
 from durabl.stores.mongo.watcher import Watcher
 from durabl.testing import FakeClock, wait_until
 
@@ -142,13 +145,23 @@ class StreamFactory:
 
 
 class FakeStore:
-    """The two reads the watcher makes: updated jobs by id, next future run_at by type."""
+    """The reads the watcher makes: updated jobs by id, next future run_at by type, and
+    the types waiting on the keys of jobs that freed a slot (``held``: what it answers)."""
 
     def __init__(self) -> None:
         self.jobs: dict[Any, tuple[str, datetime, str]] = {}
         self.lookups: list[list[Any]] = []
         self.discoveries: list[tuple[str, datetime]] = []
         self.fail_lookup = False
+        self.held: dict[str, int] = {}
+        self.freed: list[tuple[list[Any], list[str]]] = []
+        self.fail_waiting = False
+
+    def waiting(self, ids: Sequence[Any], types: Sequence[str]) -> dict[str, int]:
+        self.freed.append((list(ids), list(types)))
+        if self.fail_waiting:
+            raise DurablError("MongoDB unavailable during change-stream freed keys")
+        return {t: n for t, n in self.held.items() if t in types}
 
     def lookup(self, ids: Sequence[Any]) -> list[tuple[str, datetime]]:
         self.lookups.append(list(ids))
@@ -182,8 +195,15 @@ def insert(
     }
 
 
-def update(job_id: Any) -> dict[str, Any]:
-    return {"_id": _token(), "operationType": "update", "documentKey": {"_id": job_id}}
+def update(job_id: Any, *, slot_freed: bool = False) -> dict[str, Any]:
+    """An update as projected (``slot_freed``: a keyed job left active)."""
+    removed = ["claim_token", "concurrency_slot"] if slot_freed else ["claim_token"]
+    return {
+        "_id": _token(),
+        "operationType": "update",
+        "documentKey": {"_id": job_id},
+        "updateDescription": {"removedFields": removed},
+    }
 
 
 def invalidate() -> dict[str, Any]:
@@ -211,6 +231,7 @@ class Rig:
             clock=self.clock,
             lookup=self.store.lookup,
             next_run_at=self.store.next_run_at,
+            waiting=self.store.waiting,
             settings=settings or PushSettings(),
             sleep=self.sleeps.append,
         )
@@ -260,11 +281,12 @@ def test_pipeline_projects_scheduling_fields_and_never_the_payload() -> None:
         "fullDocument.type",
         "fullDocument.status",
         "fullDocument.run_at",
+        "updateDescription.removedFields",  # field names only: no values
     }
     assert "_id" not in projection  # the resume token stays untouched
     names = list(_walk(pipeline))
     assert not [n for n in names if n == "data" or n.endswith(".data") or "data." in n]
-    assert not [n for n in projection if n.startswith("updateDescription")]
+    assert not [n for n in projection if n.startswith("updateDescription.updatedFields")]
 
 
 def test_pipeline_filters_only_on_the_event_itself() -> None:
@@ -296,8 +318,10 @@ def test_pipeline_passes_what_can_make_a_job_claimable_and_drops_payloads() -> N
     def doc(status: str) -> dict[str, Any]:
         return {"_id": 1, "type": "mail", "status": status, "run_at": now, "data": secret}
 
-    def upd(**updated: Any) -> dict[str, Any]:
-        return {"updatedFields": updated, "removedFields": []}
+    def upd(*removed: str, **updated: Any) -> dict[str, Any]:
+        return {"updatedFields": updated, "removedFields": list(removed)}
+
+    lease = ("claim_token", "heartbeat_at", "claimed_at", "lease_owner")
 
     events = [
         event("enqueue", "insert", documentKey={"_id": 1}, fullDocument=doc("pending")),
@@ -311,10 +335,24 @@ def test_pipeline_passes_what_can_make_a_job_claimable_and_drops_payloads() -> N
             "complete", "update", documentKey={"_id": 1}, updateDescription=upd(status="completed")
         ),
         event(
+            "complete-keyed",  # a job with a concurrency key ended: its slot is freed
+            "update",
+            documentKey={"_id": 3},
+            updateDescription=upd(*lease, "concurrency_slot", status="completed", result=secret),
+        ),
+        event(
             "retry",
             "update",
             documentKey={"_id": 1},
-            updateDescription=upd(status="pending", run_at=now, fail_reason="boom", data=secret),
+            updateDescription=upd(
+                *lease, status="pending", run_at=now, fail_reason="boom", data=secret
+            ),
+        ),
+        event(
+            "retry-keyed",
+            "update",
+            documentKey={"_id": 3},
+            updateDescription=upd(*lease, "concurrency_slot", status="pending", run_at=now),
         ),
         event("reschedule", "update", documentKey={"_id": 1}, updateDescription=upd(run_at=now)),
         event("replace", "replace", documentKey={"_id": 1}, fullDocument=doc("pending")),
@@ -327,15 +365,46 @@ def test_pipeline_passes_what_can_make_a_job_claimable_and_drops_payloads() -> N
     out = list(col.aggregate(claimable_pipeline()))
     assert [e["_id"]["_data"] for e in out] == [
         "enqueue",
+        "complete-keyed",
         "retry",
+        "retry-keyed",
         "reschedule",
         "replace",
         "invalidate",
     ]
+    freed = [e["_id"]["_data"] for e in out if frees_a_slot(e)]
+    assert freed == ["complete-keyed", "retry-keyed"]
     for e in out:
-        assert set(e) <= {"_id", "operationType", "documentKey", "fullDocument"}
+        assert set(e) <= {"_id", *(name.split(".")[0] for name in PROJECTED_FIELDS)}
+        assert set(e.get("updateDescription", {})) <= {"removedFields"}
         assert set(e.get("fullDocument", {})) <= {"type", "status", "run_at"}
         assert "card" not in repr(e)
+
+
+def test_the_store_reads_which_types_have_due_jobs_held_on_the_freed_keys() -> None:
+    backend = MongoJobQueue(mongomock.MongoClient(tz_aware=True)["cs_reads"])
+    queue = JobQueue(backend)
+    later = backend.now() + timedelta(minutes=5)
+    for type, key, run_at in [
+        ("a", "k", None),
+        ("a", "k", None),
+        ("b", "k", None),
+        ("c", "k", later),  # held on the key too, but not due
+        ("d", "other", None),
+        ("f", "other", None),
+        ("e", None, None),
+    ]:
+        queue.enqueue(type, {}, concurrency_key=key, run_at=run_at)
+    ended = []
+    for type in ("a", "d", "e"):
+        (handle,) = backend.claim(type, limit=1, lease_owner="test")
+        handle.complete()
+        ended.append(ObjectId(handle.id))
+    reads = WatcherReads(backend.store)
+    assert reads.waiting(ended, ["a", "b", "c", "d", "e", "f"]) == {"a": 1, "b": 1, "f": 1}
+    assert reads.waiting(ended, ["b", "e"]) == {"b": 1}  # only the types asked about
+    assert reads.waiting(ended[2:], ["a", "b", "f"]) == {}  # a job without a key
+    backend.close()
 
 
 # -- error rules -----------------------------------------------------------------------------
@@ -470,6 +539,52 @@ def test_too_many_updates_in_one_batch_poll_every_type() -> None:
     rig.step()
     assert rig.store.lookups == [[1, 2]]
     assert rig.listener.due == [("a", 0)]
+
+
+def test_a_freed_key_wakes_the_types_waiting_on_it_once_per_batch() -> None:
+    rig = Rig(ScriptedStream(), types=("a", "b", "c"))
+    rig.connect()
+    rig.store.held = {"b": 2, "c": 1}  # b waits on both freed keys, c on one
+    rig.factory.opened[0].script.extend(
+        [update(1, slot_freed=True), update(2), update(3, slot_freed=True)]
+    )
+    rig.step(3)
+    assert rig.store.freed == []
+    rig.clock.advance(0.1)
+    rig.step()
+    assert rig.store.freed == [([1, 3], ["a", "b", "c"])]  # only the updates that freed one
+    assert rig.listener.take_due() == [("b", 2), ("c", 1)]
+    rig.factory.opened[0].script.append(update(4))
+    rig.step()
+    rig.clock.advance(0.1)
+    rig.step()
+    assert len(rig.store.freed) == 1  # nothing freed: nothing read
+
+
+def test_a_freed_slot_of_a_job_retried_later_also_sets_its_timer() -> None:
+    rig = Rig(ScriptedStream(), types=("a",))
+    rig.connect()
+    rig.store.jobs = {1: ("a", rig.now + timedelta(seconds=10), "pending")}
+    rig.store.held = {"a": 1}
+    rig.factory.opened[0].script.append(update(1, slot_freed=True))
+    rig.step()
+    rig.clock.advance(0.1)
+    rig.step()
+    assert rig.listener.take_due() == [("a", 1)]  # the job held on its key
+    rig.clock.advance(10)
+    rig.step()
+    assert rig.listener.take_due() == [("a", 1)]  # the retried job itself
+
+
+def test_a_failed_read_of_the_jobs_held_on_freed_keys_polls_every_type() -> None:
+    rig = Rig(ScriptedStream(), types=("a", "b"))
+    rig.connect()
+    rig.store.fail_waiting = True
+    rig.factory.opened[0].script.append(update(1, slot_freed=True))
+    rig.step()
+    rig.clock.advance(0.1)
+    rig.step()
+    assert rig.listener.due == [("a", 0), ("b", 0)]
 
 
 # -- timers ------------------------------------------------------------------------------------
@@ -832,6 +947,7 @@ def test_backoff_waits_end_when_the_watcher_is_stopped() -> None:
         clock=FakeClock(),
         lookup=lambda ids: [],
         next_run_at=lambda t, after: None,
+        waiting=lambda ids, types: {},
         settings=PushSettings(retry_backoff=60, retry_backoff_max=60),
     )
     watcher.start()
@@ -881,6 +997,7 @@ def test_the_thread_is_named_routes_and_closes_on_stop() -> None:
         clock=SYSTEM_CLOCK,
         lookup=lambda ids: [],
         next_run_at=lambda t, after: None,
+        waiting=lambda ids, types: {},
         settings=PushSettings(batch_window=0.02),
     )
     watcher.start()
@@ -904,6 +1021,7 @@ def test_the_thread_never_spins_on_a_stream_that_returns_at_once() -> None:
         clock=FakeClock(),  # frozen: every step looks instant
         lookup=lambda ids: [],
         next_run_at=lambda t, after: None,
+        waiting=lambda ids, types: {},
         settings=PushSettings(batch_window=0.1),
     )
     watcher.start()
@@ -922,6 +1040,7 @@ def test_a_sink_may_shut_the_queue_down_from_the_watcher_thread() -> None:
             clock=SYSTEM_CLOCK,
             lookup=lambda ids: [],
             next_run_at=lambda t, after: None,
+            waiting=lambda ids, types: {},
         )
     )
     kinds: list[str] = []
@@ -953,6 +1072,7 @@ def test_a_bug_in_the_watcher_falls_back_to_polling() -> None:
         clock=FakeClock(),
         lookup=lambda ids: [],
         next_run_at=lambda t, after: None,
+        waiting=lambda ids, types: {},
     )
     watcher.start()
     assert wait_until(lambda: "changestream-closed" in listener.kinds, timeout=5)
@@ -996,6 +1116,7 @@ def step_backend(factory: StreamFactory, clock: FakeClock) -> PushMemoryBackend:
             clock=clock,
             lookup=lambda ids: [],
             next_run_at=lambda t, after: None,
+            waiting=lambda ids, types: {},
             sleep=lambda seconds: None,
         )
 
@@ -1134,6 +1255,7 @@ def test_a_queue_end_to_end_picks_up_a_job_enqueued_elsewhere_through_push() -> 
             clock=SYSTEM_CLOCK,
             lookup=lambda ids: [],
             next_run_at=lambda t, after: None,
+            waiting=lambda ids, types: {},
             settings=PushSettings(batch_window=0.01),
         )
     )

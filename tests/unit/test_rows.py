@@ -23,6 +23,8 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "max_attempts": 5,
         "dedupe_key": "k",
         "dedupe_scope": "pending",
+        "concurrency_key": "account:1",
+        "concurrency_limit": 1,
         "created_at": 1_700_000_000_000,
         "updated_at": 1_700_000_001_000,
         "finished_at": None,

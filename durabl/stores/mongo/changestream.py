@@ -12,12 +12,19 @@ oplog entry itself holds, so that resuming from any token we saw is always possi
 - inserts and replacements of ``pending`` jobs (``fullDocument`` comes from the oplog);
 - updates whose ``updatedFields`` set ``status`` to ``pending`` or change ``run_at``
   (retries, releases, reaper recoveries, ``retry()``, a hand-edited ``run_at``);
+- updates whose ``removedFields`` hold ``concurrency_slot``: a job with a concurrency key
+  left ``active`` (whatever ended its run), which frees a slot of its key, so a job held
+  back on that key may start now. Only jobs with a key have that field: a job without
+  one never passes for ending its run;
 - ``invalidate`` (the collection was dropped or renamed).
 
-Only scheduling fields are projected: ``operationType``, ``documentKey`` and
-``fullDocument.{type, status, run_at}``; never ``data``, and never ``updateDescription``.
+Only scheduling fields are projected: ``operationType``, ``documentKey``,
+``fullDocument.{type, status, run_at}`` and ``updateDescription.removedFields`` (names of
+fields, no values); never ``data``, and never ``updatedFields``.
 An update's ``updatedFields`` do not name the job's type, so the watcher looks the updated
 jobs up itself, once per batch: ``find({_id: {$in: ids}, status: "pending"}, {type, run_at})``.
+For the updates that freed a slot it then reads their keys, and which of the types it
+processes have due jobs pending on those keys (one aggregate), and wakes those.
 It does not use ``fullDocument="updateLookup"``: a filter on a looked-up document is not
 stable across a resume (the document changed since, so the server may no longer find the
 resume token's event), and the server would read the document for events we then drop.
@@ -53,6 +60,7 @@ from typing import Any, Literal, Protocol
 from pymongo.errors import ConnectionFailure, CursorNotFound, OperationFailure, PyMongoError
 
 from durabl.model.exceptions import DurablError
+from durabl.stores.mongo.flow import SLOT
 
 THREAD_NAME = "durabl-changestream"
 DEFAULT_BATCH_WINDOW = 0.1
@@ -67,6 +75,7 @@ PROJECTED_FIELDS: tuple[str, ...] = (
     "fullDocument.type",
     "fullDocument.status",
     "fullDocument.run_at",
+    "updateDescription.removedFields",
 )
 
 
@@ -86,6 +95,7 @@ def claimable_pipeline() -> list[dict[str, Any]]:
                         "$or": [
                             {"updateDescription.updatedFields.status": "pending"},
                             {"updateDescription.updatedFields.run_at": {"$exists": True}},
+                            {"updateDescription.removedFields": SLOT},
                         ],
                     },
                     {"operationType": "invalidate"},
@@ -94,6 +104,14 @@ def claimable_pipeline() -> list[dict[str, Any]]:
         },
         {"$project": dict.fromkeys(PROJECTED_FIELDS, 1)},
     ]
+
+
+def frees_a_slot(event: Mapping[str, Any]) -> bool:
+    """Whether the update ``event`` removed a job's concurrency slot: the job left
+    ``active``, so its key has a slot free."""
+    update = event.get("updateDescription")
+    removed = update.get("removedFields") if isinstance(update, Mapping) else None
+    return isinstance(removed, list) and SLOT in removed
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -152,6 +170,11 @@ Lookup = Callable[[Sequence[Any]], Iterable[tuple[str, datetime]]]
 NextRunAt = Callable[[str, datetime], datetime | None]
 """``next_run_at(type, after)``: the earliest pending ``run_at`` of ``type`` after ``after``."""
 
+Waiting = Callable[[Sequence[Any], Sequence[str]], Mapping[str, int]]
+"""``waiting(ids, types)``: the jobs ``ids`` freed a slot of their concurrency key; for
+each of ``types`` with a due job pending on one of those keys, how many of the freed slots
+it may take (types with none are left out)."""
+
 
 @dataclass(frozen=True)
 class PushSettings:
@@ -163,8 +186,8 @@ class PushSettings:
       the idle cost (one small ``getMore`` per ``max_await``).
     - ``timer_capacity``: future wake-ups kept in memory; beyond it the farthest are
       dropped and those jobs are found by the safety poll.
-    - ``max_lookup``: update notifications looked up per batch; beyond it every processed
-      type polls instead.
+    - ``max_lookup``: update notifications looked up per batch (and as many freed
+      concurrency slots); beyond it every processed type polls instead.
     - ``max_retries``: attempts to reopen the stream before falling back to polling, with
       jittered exponential backoff from ``retry_backoff`` up to ``retry_backoff_max``.
     - ``open_timeout``: bound on each attempt to open the stream.

@@ -29,6 +29,10 @@ LIVE_SLOT = "live_slot"
 PENDING_SLOT = "pending_slot"
 ACTIVE_SLOT = "active_slot"
 SLOTS = (LIVE_SLOT, PENDING_SLOT, ACTIVE_SLOT)
+#: The concurrency-key slot an active job holds (see :mod:`durabl.stores.mongo.flow`). A
+#: job leaving ``active`` drops it, so the change stream sees a slot freed on that job's
+#: key (it is in the update's ``removedFields``), and only for a job with a key.
+CONCURRENCY_SLOT = "concurrency_slot"
 LEASE_FIELDS = (
     "claim_token",
     "heartbeat_at",
@@ -125,6 +129,8 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         max_attempts=doc.get("max_attempts", 1),
         dedupe_key=doc.get("dedupe_key"),
         dedupe_scope=doc.get("dedupe_scope"),
+        concurrency_key=doc.get("concurrency_key"),
+        concurrency_limit=doc.get("concurrency_limit"),
         created_at=as_utc(doc["created_at"]),
         updated_at=as_utc(doc["updated_at"]),
         finished_at=None if doc.get("finished_at") is None else as_utc(doc["finished_at"]),
@@ -152,17 +158,18 @@ def result_fields(result: Any) -> dict[str, Any]:
 
 
 def terminal_update(status: str, now: datetime, **fields: Any) -> dict[str, Any]:
-    """End a job in ``status``: its dedupe slots and lease fields go."""
+    """End a job in ``status``: its dedupe slots, concurrency slot and lease fields go."""
     return {
         "$set": {"status": status, "updated_at": now, "finished_at": now, **fields},
-        "$unset": {name: "" for name in (*SLOTS, *LEASE_FIELDS)},
+        "$unset": {name: "" for name in (*SLOTS, CONCURRENCY_SLOT, *LEASE_FIELDS)},
     }
 
 
 def back_to_pending(now: datetime, **fields: Any) -> dict[str, Any]:
-    """Hand an active job back: the lease goes, the active slot becomes the pending one."""
+    """Hand an active job back: the lease and the concurrency slot go, the active slot
+    becomes the pending one."""
     return {
         "$set": {"status": "pending", "updated_at": now, **fields},
-        "$unset": {name: "" for name in LEASE_FIELDS},
+        "$unset": {name: "" for name in (CONCURRENCY_SLOT, *LEASE_FIELDS)},
         "$rename": {ACTIVE_SLOT: PENDING_SLOT},
     }

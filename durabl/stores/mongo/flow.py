@@ -2,7 +2,7 @@
 
 Concurrency keys: an active job with a key holds one of its key's ``limit`` slots, the
 string ``"<n>:<key>"`` in ``concurrency_slot``, which a unique partial index over active
-jobs makes exclusive (a job leaving ``active`` frees it with no write of its own). A claim
+jobs makes exclusive (a job leaving ``active`` drops it: ``codec.CONCURRENCY_SLOT``). A claim
 first reads how many active jobs hold each key (one aggregate on that index) and leaves
 the jobs of a full key out of its query, so a held-back job costs no write. A claimed job
 with a key then takes a free slot before its handle is handed out; a claimer that lost
@@ -33,11 +33,11 @@ from pymongo.errors import DuplicateKeyError
 
 from durabl.model.flow import RateLimit
 from durabl.model.payload import to_millis
-from durabl.stores.mongo.codec import ACTIVE_SLOT, PENDING_SLOT
+from durabl.stores.mongo.codec import ACTIVE_SLOT, CONCURRENCY_SLOT, PENDING_SLOT
 
 KEY = "concurrency_key"
 LIMIT = "concurrency_limit"
-SLOT = "concurrency_slot"
+SLOT = CONCURRENCY_SLOT
 _CAS_TRIES = 8
 
 
@@ -138,6 +138,7 @@ def unclaim(col: Collection[dict[str, Any]], job_id: Any, token: str, now: datet
                 "heartbeat_at": "",
                 "lease_owner": "",
                 "reserved": "",
+                SLOT: "",
             },
             "$rename": {ACTIVE_SLOT: PENDING_SLOT},
         },

@@ -33,9 +33,12 @@ from durabl.stores.mongo.changestream import (
     PushSettings,
     TimerQueue,
     Token,
+    Waiting,
     claimable_pipeline,
     classify,
+    frees_a_slot,
 )
+from durabl.stores.mongo.pushreads import WatcherReads
 from durabl.stores.mongo.retry import reason as one_line
 from durabl.stores.push import WatcherThread, reconnecting
 
@@ -71,6 +74,7 @@ class Watcher:
         clock: Clock,
         lookup: Lookup,
         next_run_at: NextRunAt,
+        waiting: Waiting,
         now: Callable[[], datetime] | None = None,
         settings: PushSettings | None = None,
         sleep: Callable[[float], object] | None = None,
@@ -82,6 +86,7 @@ class Watcher:
         self._now = now or clock.now
         self._lookup = lookup
         self._next_run_at = next_run_at
+        self._waiting = waiting
         self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
         self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
         self._lock = threading.Lock()  # the state and its reason
@@ -103,6 +108,7 @@ class Watcher:
         self._batch_started: float | None = None
         self._due: Counter[str] = Counter()
         self._lookup_ids: list[Any] = []
+        self._freed_ids: list[Any] = []  # jobs that left active, freeing a key's slot
         self._wake_all = False
         self._idle = False
         # Counters for status().
@@ -209,7 +215,10 @@ class Watcher:
             if job_id is None or len(self._lookup_ids) >= self.settings.max_lookup:
                 self._wake_all = True
             else:
+                # A job that freed its key's slot may be pending again (a retry): both.
                 self._lookup_ids.append(job_id)
+                if frees_a_slot(event):
+                    self._freed_ids.append(job_id)
             self._open_batch()
 
     # -- reading --------------------------------------------------------------------------
@@ -410,7 +419,14 @@ class Watcher:
         if started is None or waited < self.settings.batch_window - 1e-9:
             return
         due, ids, wake_all = self._due, self._lookup_ids, self._wake_all
+        freed = self._freed_ids
         self._clear_batch()
+        if freed and not wake_all:
+            try:
+                due.update(self._waiting(freed, sorted(self._types)))
+            except Exception as exc:
+                logger.warning("reading the jobs held on freed keys failed, polling: %s", exc)
+                wake_all = True
         if ids:
             try:
                 rows = list(self._lookup(ids))
@@ -466,6 +482,7 @@ class Watcher:
         self._batch_started = None
         self._due = Counter()
         self._lookup_ids = []
+        self._freed_ids = []
         self._wake_all = False
 
     def _clear_routing(self) -> None:
@@ -529,32 +546,14 @@ def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettin
                 max_await_time_ms=await_ms,
             )
 
-    def lookup(ids: Sequence[Any]) -> list[tuple[str, datetime]]:
-        def read() -> list[tuple[str, datetime]]:
-            cursor = col.find(
-                {"_id": {"$in": list(ids)}, "status": "pending"}, {"type": 1, "run_at": 1}
-            )
-            return [(doc["type"], doc["run_at"]) for doc in cursor]
-
-        return store.call("change-stream lookup", read)
-
-    def next_run_at(type: str, after: datetime) -> datetime | None:
-        def read() -> datetime | None:
-            doc = col.find_one(
-                {"type": type, "status": "pending", "run_at": {"$gt": after}},
-                {"run_at": 1},
-                sort=[("run_at", 1)],
-            )
-            return None if doc is None else as_utc(doc["run_at"])
-
-        return store.call("change-stream discovery", read)
-
+    reads = WatcherReads(store)
     return Watcher(
         open_stream,
         listener,
         clock=store.clock,
         now=store.now,
-        lookup=lookup,
-        next_run_at=next_run_at,
+        lookup=reads.lookup,
+        next_run_at=reads.next_run_at,
+        waiting=reads.waiting,
         settings=settings,
     )

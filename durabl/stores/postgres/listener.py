@@ -3,8 +3,11 @@
 Every write that makes a job pending (an enqueue, a retry with backoff, a release, a
 reaper recovery, an operator's ``retry()``) sends ``pg_notify(<channel>, '<ms>:<type>')``
 inside its own transaction, so the notification is delivered at commit and never for a
-rolled-back write (see :func:`durabl.stores.postgres.sql.notify`); ``<ms>`` is how long
-until the job's ``run_at`` (0: due now), measured on the clock the store uses.
+rolled-back write (see :func:`durabl.stores.postgres.notifies.notify`); ``<ms>`` is how long
+until the job's ``run_at`` (0: due now), measured on the clock the store uses. Every
+write that ends an active run of a job with a concurrency key also sends ``0:<type>`` for
+each type with a due job pending on that key (:func:`durabl.stores.postgres.notifies.ends_runs`):
+a slot of the key is free, so a job held back on it may start now.
 
 :class:`NotifyListener` holds one autocommit connection that has run ``LISTEN <channel>``
 and waits on its socket (``select``, with a self-pipe so that :meth:`stop` is immediate).

@@ -15,13 +15,15 @@ from typing import Any
 from psycopg import sql
 
 from durabl.model.job import TERMINAL_STATUSES
+from durabl.stores.postgres.notifies import NOTIFY_WAITING, ends_runs, notify
 
 NOW = "coalesce(%(now)s::timestamptz, date_trunc('milliseconds', now()))"
 
 # -- fragments ----------------------------------------------------------------------------
 JOB_COLUMNS = (
     "j.seq, j.id, j.type, j.data, j.status, j.priority, j.run_at, j.attempts, "
-    "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.created_at, j.updated_at, j.finished_at, "
+    "j.max_attempts, j.dedupe_key, j.dedupe_scope, j.concurrency_key, j.concurrency_limit, "
+    "j.created_at, j.updated_at, j.finished_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
     "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, j.result, j.trace_context, "
     "(SELECT coalesce(json_agg(json_build_array("
@@ -90,17 +92,6 @@ FREE_SLOT = (
     "SELECT 1 FROM {jobs} AS a WHERE a.concurrency_key = r.concurrency_key "
     "AND a.status = 'active' AND a.concurrency_slot = g)) AS s WHERE s.rn = r.kn)"
 )
-
-
-def notify(rows: str) -> str:
-    """The NOTIFY a write sends for each job it made pending (``rows``: the CTE holding
-    their ``type`` and ``run_at``), inside its transaction, so it fires at commit: the
-    payload is ``<ms until run_at, 0 if due>:<type>`` (under 300 bytes: types are at most
-    255), which the listener routes by (see :mod:`durabl.stores.postgres.listener`)."""
-    return (
-        f"pg_notify({{channel}}, greatest(0, ceil(extract(epoch FROM {rows}.run_at - {{now}}) "
-        f"* 1000))::bigint::text || ':' || {rows}.type)"
-    )
 
 
 # Cancelling: each completed by its selection, one job or a listing filter.
@@ -301,18 +292,24 @@ STATEMENTS: dict[str, str] = {
     ),
     "pending_exists": "SELECT 1 FROM {jobs} WHERE id = %(id)s AND status = 'pending'",
     # Each completion keeps its own result: the batch is joined row by row.
-    "complete": (
+    "complete": ends_runs(
+        "ended",
         "UPDATE {jobs} AS j SET " + TERMINAL + ", done_token = j.claim_token, result = u.result "
         "FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(results)s::text[]) "
         "AS u(id, token, result) "
         "WHERE j.id = u.id AND j.claim_token = u.token AND j.status = 'active' "
-        "RETURNING j.id, j.done_token"
-    ),
-    "terminal": (
+        "RETURNING j.id, j.done_token, j.concurrency_key",
+    )
+    + "SELECT ended.id, ended.done_token FROM ended WHERE "
+    + NOTIFY_WAITING,
+    "terminal": ends_runs(
+        "ended",
         "UPDATE {jobs} AS j SET " + TERMINAL + ", "
         "fail_reason = coalesce(%(reason)s, j.fail_reason), "
-        "failure_kind = %(kind)s WHERE " + FENCE + " RETURNING j.id"
-    ),
+        "failure_kind = %(kind)s WHERE " + FENCE + " RETURNING j.id, j.concurrency_key",
+    )
+    + "SELECT ended.id FROM ended WHERE "
+    + NOTIFY_WAITING,
     "lock_claim": (
         "SELECT j.id, j.claim_token, j.attempts, j.max_attempts, j.reserved, "
         "j.unstarted_reaps, j.cancel_requested, "
@@ -324,11 +321,12 @@ STATEMENTS: dict[str, str] = {
     # Back to pending: a pending-scope job moves its active slot back to the pending slot
     # (the caller checked, under the row lock, that no follower holds it); the live slot
     # stays.
-    "to_pending": """
-        WITH moved AS (UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
+    "to_pending": ends_runs(
+        "moved",
+        """UPDATE {jobs} AS j SET status = 'pending', updated_at = {now},
             pending_slot = j.active_slot, active_slot = NULL, """
-    + ADD_ATTEMPT
-    + """, claim_token = NULL,
+        + ADD_ATTEMPT
+        + """, claim_token = NULL,
             heartbeat_at = NULL, claimed_at = NULL, lease_owner = NULL, reserved = false,
             attempts = j.attempts - %(refund)s,
             unstarted_reaps = j.unstarted_reaps + %(unstarted)s,
@@ -336,10 +334,13 @@ STATEMENTS: dict[str, str] = {
                           ELSE coalesce(%(run_at)s::timestamptz, j.run_at) END,
             fail_reason = coalesce(%(reason)s, j.fail_reason)
         WHERE """
-    + FENCE
-    + " RETURNING j.id, j.type, j.run_at) SELECT moved.id, "
+        + FENCE
+        + " RETURNING j.id, j.type, j.run_at, j.concurrency_key",
+    )
+    + "SELECT moved.id, "
     + notify("moved")
-    + " FROM moved",
+    + " FROM moved WHERE "
+    + NOTIFY_WAITING,
     "append_journal": """
         UPDATE {jobs} AS j
         SET journal = CASE WHEN j.journal IS NULL THEN %(journal)s

@@ -31,7 +31,8 @@ RECEIPTS = RECEIPTS_TABLE
 JOB_COLUMNS = ", ".join(
     (
         "seq", "id", "type", "data", "status", "priority", "run_at", "attempts",
-        "max_attempts", "dedupe_key", "dedupe_scope", "created_at", "updated_at", "finished_at",
+        "max_attempts", "dedupe_key", "dedupe_scope", "concurrency_key", "concurrency_limit",
+        "created_at", "updated_at", "finished_at",
         "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
         "journal", "attempt_history", "lease_owner", "heartbeat_at", "result", "trace_context",
     )
