@@ -20,6 +20,8 @@ URLs (under the admin's root), ``<list>`` being ``job`` (failed), ``pendingjob``
 - ``durabl_django/<list>/<id>/<action>/``: the same for one job
 - ``durabl_django/queueoverview/``, ``jobschedule/``, ``workerprocess/``: the overview
   (per-type counts, lag, the last hour's chart), the schedules and the workers
+- ``durabl_django/``: the section's own page (Django's app index) shows the overview too
+  (``templates/admin/durabl_django/app_index.html``)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from durabl_django import admin_actions, views
+from durabl_django import admin_actions
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     LISTED_STATUSES,
@@ -50,6 +52,7 @@ from durabl_django.models import (
     SupersededJob,
     WorkerProcess,
 )
+from durabl_django.views import detail, lists, overview, registry
 
 View = Callable[..., HttpResponse]
 
@@ -91,11 +94,11 @@ class DurablAdmin(_ModelAdmin):
         return f"{self.opts.app_label}_{self.opts.model_name}_{suffix}"
 
     def detail_urls(self) -> list[URLPattern]:
-        detail = self.wrap(views.job_detail)
+        page = self.wrap(detail.job_detail)
         return [
-            path("<str:job_id>/", detail, name=self.name("detail")),
+            path("<str:job_id>/", page, name=self.name("detail")),
             # Django's own name for an object's page: "Recent actions" links through it.
-            path("<str:job_id>/", detail, name=self.name("change")),
+            path("<str:job_id>/", page, name=self.name("change")),
         ]
 
 
@@ -136,8 +139,8 @@ def status_changelist(model_admin: StatusJobAdmin, request: HttpRequest) -> Http
     if request.method == "POST":
         return admin_actions.changelist_action(model_admin, request)
     # The placeholder's list (failed) is where ``job/?status=...`` lands: sent on.
-    redirect = views.status_redirect(request) if model_admin.status == "failed" else None
-    return redirect or views.job_list(model_admin, request, model_admin.status)
+    redirect = lists.status_redirect(request) if model_admin.status == "failed" else None
+    return redirect or lists.job_list(model_admin, request, model_admin.status)
 
 
 #: The placeholder model whose entry lists each status (the failed list is ``Job``'s own).
@@ -166,9 +169,9 @@ def _register() -> None:
         admin_class = type(f"{status.capitalize()}JobAdmin", (StatusJobAdmin,), {"status": status})
         admin.site.register(STATUS_MODELS[status], admin_class)
     for model, page in (
-        (JobSchedule, views.schedule_list),
-        (WorkerProcess, views.worker_list),
-        (QueueOverview, views.queue_overview),
+        (JobSchedule, registry.schedule_list),
+        (WorkerProcess, registry.worker_list),
+        (QueueOverview, overview.queue_overview),
     ):
         admin.site.register(model, type(f"{model.__name__}Admin", (PageAdmin,), {"page": page}))
 

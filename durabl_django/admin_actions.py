@@ -42,15 +42,16 @@ from durabl_django.admin_support import (
     require,
 )
 from durabl_django.models import Job
-from durabl_django.views import (
+from durabl_django.views.common import (
     SECTION_MODELS,
     TITLES,
     admin_url,
     base_context,
     missing_job,
     render,
+    short_id,
 )
-from durabl_django.views import detail_url as current_detail_url
+from durabl_django.views.common import detail_url as current_detail_url
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -387,6 +388,7 @@ def confirmation(
         "post_url": post_url,
         "cancel_url": cancel_url,
         "job": job,
+        "job_short_id": short_id(job.id) if job is not None else "",
         "list_url": admin_url(f"{selection.section}_changelist"),
         "status": selection.filters.status,
         "list_title": TITLES[selection.filters.status],

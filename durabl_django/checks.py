@@ -169,8 +169,10 @@ def check_orchestrations(
         checks.Error(
             f"orchestration {spec.type!r} ({spec.origin}) needs a store that keeps a "
             f"journal, but {backend!r} does not (its supports_journal is false).",
-            hint="Use a mongodb://, mongomock:// or sqlite:// URL, or a BACKEND whose "
-            "supports_journal is true; or declare the job with @durabl_django.job.",
+            hint="Use a store that keeps a journal: MongoDB (mongodb://), PostgreSQL "
+            "(postgresql:// or django://<alias>) or SQLite (sqlite://), or mongomock:// in "
+            "tests; or a BACKEND whose supports_journal is true; or declare the job with "
+            "@durabl_django.job.",
             obj=spec.origin,
             id="durabl.E008",
         )

@@ -142,3 +142,39 @@ def test_a_job_that_ran_again_calls_its_kept_reason_an_earlier_failure(
     assert field(completed, "Status") == "completed"
     assert "An earlier attempt&#x27;s failure</h2>" in completed
     assert "Failure reason</h2>" not in completed
+
+
+def test_the_page_starts_with_what_matters_and_folds_the_rest(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    """Status, type and attempts, then the failure, the attempts, the logs and the
+    payload; the other fields folded under "More about this job", and the empty ones
+    named there in one line rather than shown as rows of "-"."""
+    [job_id] = fail_jobs(queue, 1, reason="Traceback:\n  line 1\nValueError: nope", log="sent")
+    page = page_of(admin_client, job_id)
+    markers = [
+        "<label>Status:",
+        "<label>Type:",
+        "<label>Attempts:",
+        "<label>Failure kind:",
+        'class="durabl-pre durabl-reason"',
+        'id="durabl-timeline-heading"',
+        'id="durabl-logs-heading"',
+        'class="durabl-pre durabl-payload"',
+        "More about this job",
+    ]
+    at = [page.index(marker) for marker in markers]
+    assert at == sorted(at)
+    first, folded = page.split("More about this job")
+    folded = folded.split("</details>")[0]
+    for label in ("ID", "Priority", "Created at", "Backoff"):
+        assert f"<label>{label}:</label>" in folded and f"<label>{label}:</label>" not in first
+    assert "Not set: dedupe key, dedupe scope." in folded
+    assert "<label>Dedupe key:</label>" not in page
+    assert field(page, "Failed at").endswith(" UTC")
+    # The heading shows the id (short, by the styles), whole in its tooltip and its
+    # copy button.
+    assert (
+        f'<h1>Job <span class="durabl-id"><span title="{job_id}">{job_id}</span>'
+        f'<button type="button" class="durabl-copy" data-copy="{job_id}"'
+    ) in page

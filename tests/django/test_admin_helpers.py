@@ -4,11 +4,13 @@ readers for the pages."""
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Permission, User
 from django.http import HttpResponse
+from django.urls import reverse
 
 import durabl_django
 from durabl import FatalJobError, Job, JobContext, JobQueue
@@ -63,6 +65,29 @@ def fail_jobs(
     return ids
 
 
+def complete_jobs(queue: JobQueue, count: int, type: str = "ok", **options: Any) -> list[str]:
+    """Enqueue ``count`` jobs and run each to completion: the ids, oldest first."""
+
+    def handler(job: Job[Any], ctx: JobContext) -> None:
+        return None
+
+    if type not in queue.processors:
+        queue.register(type, handler)
+    ids = []
+    for n in range(count):
+        job_id = queue.enqueue(type, {"n": n}, **options)
+        assert job_id is not None
+        assert queue.run_pending(type) == 1
+        ids.append(job_id)
+    return ids
+
+
+def changelist(status: str) -> str:
+    """The URL of the list of ``status``'s jobs (the failed list is the placeholder's own)."""
+    section = "job" if status == "failed" else f"{status}job"
+    return reverse(f"admin:durabl_django_{section}_changelist")
+
+
 def make_user(name: str, *codenames: str) -> AbstractBaseUser:
     """A staff user holding the given ``durabl_django`` permissions."""
     user = User.objects.create_user(name, password="pw", is_staff=True)
@@ -73,12 +98,22 @@ def make_user(name: str, *codenames: str) -> AbstractBaseUser:
     return user
 
 
+ROW_ID = re.compile(
+    r'<tr title="([^"]*)">\s*(?:<td class="action-checkbox">.*?</td>\s*)?'
+    r'<th class="field-id"><a href="[^"]*">([^<]*)</a></th>'
+    r'<td class="durabl-copy-cell"><button [^>]*data-copy="([^"]*)"',
+    re.S,
+)
+
+
 def rows(response: HttpResponse) -> list[str]:
-    """The job ids a list page shows, top to bottom."""
+    """The job ids a list page shows, top to bottom: each whole in its link (the styles
+    show its first 8 characters), in its row's tooltip and in its copy button."""
     assert response.status_code == 200
-    return re.findall(
-        r'<th class="field-id[^"]*"><a href="[^"]*">([^<]*)</a></th>', response.content.decode()
-    )
+    found = ROW_ID.findall(response.content.decode())
+    for tooltip, linked, copied in found:
+        assert tooltip == linked == copied, (tooltip, linked, copied)
+    return [linked for _, linked, _ in found]
 
 
 def csrf_token(response: HttpResponse) -> str:
@@ -89,3 +124,39 @@ def csrf_token(response: HttpResponse) -> str:
 
 def messages_of(response: HttpResponse) -> list[str]:
     return [str(m) for m in response.context["messages"]] if response.context else []
+
+
+def overview_row(page: str, label: str) -> dict[str, Any]:
+    """The queue overview's row of a type (or "Total"): ``counts`` (each column's count
+    by its heading), ``links`` (the href of each linked count), ``kinds`` (the failures
+    by kind under the failed count: label -> count, and their links in ``links``),
+    ``lag`` (the lag cell, as HTML) and ``type`` (the type cell, as HTML)."""
+    headings = re.findall(r'<th scope="col" class="durabl-count">([^<]*)</th>', page)
+    for row in re.findall(r'<tr[^>]*>\s*<th scope="row" class="durabl-type">.*?</tr>', page, re.S):
+        head = re.search(r'<th scope="row" class="durabl-type">(.*?)</th>', row, re.S)
+        assert head is not None
+        name = re.search(r'<span class="durabl-type-name"[^>]*>([^<]*)</span>', head.group(1))
+        if name is None or html.unescape(name.group(1)) != label:
+            continue
+        cells = re.findall(r'<td class="durabl-count">(.*?)</td>', row, re.S)
+        counts = {}
+        for heading, cell in zip(headings, cells, strict=True):
+            count = re.match(r"(?:<a [^>]*>)?(\d+)", cell)
+            assert count is not None, cell
+            counts[heading] = int(count.group(1))
+        kinds = {
+            kind: int(n)
+            for kind, n in re.findall(
+                r'<span class="durabl-kind"><a [^>]*>([^<:]*): (\d+)</a>', row
+            )
+        }
+        lag = re.search(r'<td class="durabl-lag[^"]*"[^>]*>.*?</td>', row, re.S)
+        assert lag is not None
+        return {
+            "counts": counts,
+            "kinds": kinds,
+            "links": [html.unescape(h) for h in re.findall(r'<a href="([^"]*)"', row)],
+            "lag": lag.group(0),
+            "type": head.group(1),
+        }
+    raise AssertionError(f"no overview row {label!r}")

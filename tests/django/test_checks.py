@@ -15,7 +15,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 import durabl_django
-from durabl import Job, JobContext, MemoryBackend
+from durabl import Job, JobContext, MemoryBackend, backend_from_url
 from durabl_django import checks as durabl_checks
 from durabl_django.registry import autodiscover, registry
 
@@ -218,3 +218,32 @@ def test_a_store_that_hangs_is_e010_after_the_timeout(
         RELEASE.set()
     assert message.id == "durabl.E010"
     assert "no answer within 0.2 s" in message.msg
+
+
+class NoJournalBackend(MemoryBackend):
+    """A store that cannot keep an orchestration journal."""
+
+    supports_journal = False
+
+
+@pytest.mark.parametrize(
+    "url", ["mongodb://127.0.0.1:1/app", "postgresql://postgres@127.0.0.1:1/app", "sqlite:///"]
+)
+def test_e008_hint_names_each_durable_store_that_keeps_a_journal(
+    settings: Any, tmp_path: Any, url: str
+) -> None:
+    """The fix E008 suggests must name every durable store (MongoDB, PostgreSQL and
+    SQLite), each a store whose ``supports_journal`` is true. Nothing connects."""
+    if url == "sqlite:///":
+        url += f"{tmp_path}/jobs.sqlite3"
+    backend = backend_from_url(url)
+    try:
+        assert backend.supports_journal
+    finally:
+        backend.close()
+    settings.DURABL = {"BACKEND": f"{__name__}.NoJournalBackend"}
+    messages = [m for m in durabl_checks.check_orchestrations() if m.id == "durabl.E008"]
+    assert messages, "the test app declares an orchestration"
+    scheme = url.split("://", 1)[0] + "://"
+    for message in messages:
+        assert message.hint is not None and scheme in message.hint, message.hint

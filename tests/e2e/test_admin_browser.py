@@ -1,9 +1,10 @@
-"""The admin in a real headless Chromium: log in, open the failed jobs, open one, retry
-it, and see it pending; cancel a running job and watch it end cancelled; read an
-orchestration's attempt timeline and steps; retry every failed job a filter selects.
-Each page is saved as a screenshot 1280 px wide, with the navigation sidebar open, into
-the test's artefacts folder (printed, and recorded as the ``screenshots`` property), and
-no list may scroll sideways at that width.
+"""The admin in a real headless Chromium: log in, open the failed jobs, copy a job's id
+with its button, open the job, retry it, and see it pending; cancel a running job and
+watch it end cancelled; read an orchestration's attempt timeline and steps; retry every
+failed job a filter selects. Each page is saved as a screenshot 1280 px wide, with the
+navigation sidebar open, into the test's artefacts folder (printed, and recorded as the
+``screenshots`` property), and no list may scroll sideways at that width. The layout of
+every page, at 1280 px and on a phone, is ``test_admin_layout.py``'s.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``make test`` installs them when it
 can); skips with the reason when either is missing. The server is pytest-django's
@@ -13,6 +14,7 @@ can); skips with the reason when either is missing. The server is pytest-django'
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import tempfile
@@ -50,9 +52,10 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    """A headless Chromium with a fresh profile, driven through Debian's chromedriver."""
+@contextlib.contextmanager
+def open_chromium() -> Iterator[Any]:
+    """A headless Chromium with a fresh profile, driven through Debian's chromedriver
+    (skips the test when either is missing)."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
@@ -73,14 +76,28 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-@pytest.fixture
-def store(settings: Any, tmp_path: Path) -> Iterator[JobQueue]:
-    """Point DURABL at a SQLite file; a queue of the test's own on the same file."""
-    url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
+@contextlib.contextmanager
+def sqlite_store(settings: Any, folder: Path) -> Iterator[JobQueue]:
+    """Point DURABL at a SQLite file in ``folder``; a queue of the caller's on that file."""
+    url = f"sqlite:///{folder / 'jobs.sqlite3'}"
     settings.DURABL = {"URL": url}
     queue = JobQueue(backend_from_url(url))
-    yield queue
-    queue.backend.close()
+    try:
+        yield queue
+    finally:
+        queue.backend.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with open_chromium() as driver:
+        yield driver
+
+
+@pytest.fixture
+def store(settings: Any, tmp_path: Path) -> Iterator[JobQueue]:
+    with sqlite_store(settings, tmp_path) as queue:
+        yield queue
 
 
 class Pages:
@@ -172,12 +189,16 @@ def test_retry_a_failed_job_from_the_admin(
     # The admin index -> Durabl's failed jobs.
     click(By.LINK_TEXT, "Failed jobs")
     wait.until(ec.title_contains("Failed jobs"))
-    row = pages.visible(By.XPATH, f"//table[@id='result_list']//tr[.//a[text()='{job_id}']]")
+    row = pages.visible(By.XPATH, f"//table[@id='result_list']//tr[@title='{job_id}']")
     assert "card declined <b>twice</b>" in row.text  # shown as text, not markup
+    # The id shows as its first 8 characters and "…" (the link holds it whole).
+    link = row.find_element(By.CSS_SELECTOR, "th.field-id a")
+    assert shown_characters(pages.browser, link) == 8
     pages.shoot("failed-list")
+    assert copied(pages, row) == job_id  # whole, by its copy button
 
     # The job's page -> Retry -> confirm.
-    click(By.LINK_TEXT, job_id)
+    click(By.CSS_SELECTOR, f"#result_list tr[title='{job_id}'] th.field-id a")
     wait.until(ec.title_contains(f"Job {job_id}"))
     assert field(browser, "Status") == "failed"
     pages.shoot("failed-job")
@@ -218,7 +239,7 @@ def test_cancel_a_run_read_its_steps_and_retry_all_matching(
             raise RuntimeError("courier offline")
         octx.step("book courier", lambda keys, signal: "TRK-1")
 
-    fast = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
+    fast: dict[str, Any] = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
     store.process("hangs", hangs, **fast)
     Orchestrator(store).define("ship", ship, **fast)
     try:
@@ -243,7 +264,7 @@ def test_cancel_a_run_read_its_steps_and_retry_all_matching(
         click(By.LINK_TEXT, "Active jobs")
         wait.until(ec.title_contains("Active jobs"))
         pages.shoot("active-list")
-        click(By.LINK_TEXT, running)
+        click(By.CSS_SELECTOR, f"#result_list tr[title='{running}'] th.field-id a")
         wait.until(ec.title_contains(f"Job {running}"))
         assert field(browser, "Status") == "active" and field(browser, "Worker")
         pages.shoot("active-job")
@@ -266,7 +287,7 @@ def test_cancel_a_run_read_its_steps_and_retry_all_matching(
         click(By.LINK_TEXT, "Completed jobs")
         wait.until(ec.title_contains("Completed jobs"))
         pages.shoot("completed-list")
-        click(By.LINK_TEXT, shipped)
+        click(By.CSS_SELECTOR, f"#result_list tr[title='{shipped}'] th.field-id a")
         wait.until(ec.title_contains(f"Job {shipped}"))
         attempts = browser.find_elements(By.CSS_SELECTOR, ".durabl-timeline tbody tr")
         outcomes = [row.find_elements(By.TAG_NAME, "td")[4].text for row in attempts]
@@ -285,7 +306,8 @@ def test_cancel_a_run_read_its_steps_and_retry_all_matching(
         # Retry every failed charge-card job: filter, "Retry all 3 matching", confirm.
         click(By.LINK_TEXT, "Failed jobs")
         wait.until(ec.title_contains("Failed jobs"))
-        click(By.CSS_SELECTOR, "#changelist-filter a[href='?type=charge-card']")
+        click(By.CSS_SELECTOR, "#durabl-filters details[data-filter-title='type'] summary")
+        click(By.CSS_SELECTOR, "#durabl-filters a[href='?type=charge-card']")
         wait.until(ec.url_contains("type=charge-card"))
         pages.shoot("failed-list-filtered")
         click(By.CSS_SELECTOR, "ul.object-tools a[href*='select_across=1']")
@@ -314,6 +336,42 @@ def test_cancel_a_run_read_its_steps_and_retry_all_matching(
         assert len(pages.shots) == 15
     finally:
         store.shutdown(timeout=WAIT)
+
+
+def shown_characters(browser: Any, element: Any) -> int:
+    """How many characters of ``element``'s text show before the "…" it is cut with."""
+    script = """
+        const [el] = arguments, text = el.textContent, probe = document.createElement("span");
+        probe.style.cssText = "position:absolute;visibility:hidden;white-space:pre;font:"
+            + getComputedStyle(el).font;
+        document.body.appendChild(probe);
+        let shown = 0;
+        for (let n = 1; n < text.length; n++) {
+            probe.textContent = text.slice(0, n) + "\u2026";
+            if (probe.getBoundingClientRect().width <= el.clientWidth) shown = n;
+        }
+        probe.remove();
+        return el.scrollWidth > el.clientWidth ? shown : text.length;
+    """
+    return int(browser.execute_script(script, element))
+
+
+def copied(pages: Pages, within: Any) -> str:
+    """Click the copy button in ``within`` and read what it put on the clipboard."""
+    from selenium.webdriver.common.by import By
+
+    pages.browser.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {
+            "origin": pages.base_url,
+            "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"],
+        },
+    )
+    within.find_element(By.CSS_SELECTOR, "button.durabl-copy").click()
+    pages.wait.until(lambda _: "durabl-copied" in within.get_attribute("innerHTML"))
+    script = "arguments[arguments.length - 1]"
+    script = f"navigator.clipboard.readText().then({script}, () => {script}(''));"
+    return str(pages.browser.execute_async_script(script))
 
 
 def field(browser: Any, label: str) -> str:

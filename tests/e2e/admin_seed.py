@@ -1,0 +1,153 @@
+"""A queue with one of everything the admin shows, for the browser tests: long hyphenated
+type names, a failure with a traceback, an orchestration with replayed steps, a running
+job under a live worker, delayed, superseded and cancelled jobs, and two schedules."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from durabl import FatalJobError, JobQueue, Orchestrator
+
+WAIT = 15.0  # seconds any one thing the seed waits for may take
+FAST: dict[str, Any] = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
+REPORT = "generate-monthly-invoice-report"
+
+
+@dataclass
+class Seeded:
+    """The ids of the jobs a page of the admin is checked on."""
+
+    failed: str  # a traceback, two attempts
+    fatal: str  # one long line of reason
+    orchestration: str  # completed in its second attempt, its first step replayed
+    failed_orchestration: str  # steps and a failure
+    active: str  # running under a live worker until the queue shuts down
+    pending: str  # delayed
+    cancelled: str
+    superseded: str
+
+
+def _authorize(order: str) -> None:
+    raise ValueError(f"card for order {order} declined by the issuer: insufficient funds")
+
+
+def charge(job: Any, ctx: Any) -> None:
+    ctx.log(f"charging order {job.data['order']} for {job.data['amount']} EUR")
+    ctx.log("the payment provider answered 402 after 1.2 s")
+    _authorize(job.data["order"])
+
+
+def report(job: Any, ctx: Any) -> None:
+    raise FatalJobError(
+        "the invoice template 'monthly-summary-v2' references a column "
+        "'customer_vat_number' that the accounting export no longer contains; "
+        "update the template or restore the column before retrying"
+    )
+
+
+def ship(job: Any, octx: Any) -> None:
+    octx.step("reserve stock in the Rotterdam warehouse", lambda keys, signal: "RES-1")
+    if job.attempts == 1:
+        raise RuntimeError("courier API offline (503)")
+    if job.data.get("fail"):
+        raise RuntimeError("no courier serves postcode 9999-ZZ")
+    octx.step("book courier", lambda keys, signal: "TRK-1")
+
+
+def syncer(store: JobQueue) -> Any:
+    def sync(job: Any, ctx: Any) -> None:
+        """The first run enqueues its follower and fails: the follower supersedes it."""
+        if job.data.get("first"):
+            store.enqueue(
+                "sync-inventory", {"sku": "ABC"}, dedupe_key=job.dedupe_key, dedupe_scope="pending"
+            )
+            raise RuntimeError("stock feed changed while syncing")
+
+    return sync
+
+
+def seed(store: JobQueue) -> Seeded:
+    """Fill ``store``; a worker of ``long-running-export`` keeps one job active until the
+    queue shuts down (the caller's)."""
+    store.register("charge-card", charge)
+    store.register(REPORT, report)
+    store.register("send-welcome-email", lambda job, ctx: None)
+    store.register("sync-inventory", syncer(store))
+    orchestrator = Orchestrator(store)
+    orchestrator.define("ship-order", ship, **FAST)
+    fixed: dict[str, Any] = {"backoff": "fixed", "backoff_delay": 0}
+
+    failed = ""
+    for n in range(6):
+        job_id = store.enqueue(
+            "charge-card",
+            {"order": f"A-{1000 + n}", "amount": 129.95},
+            max_attempts=2,
+            dedupe_key=f"charge:customer-{48213 + n}:order-A-{1000 + n}",
+            **fixed,
+        )
+        failed = failed or str(job_id)
+    fatal = store.enqueue(REPORT, {"month": "2024-05", "customers": "all"})
+    for n in range(4):
+        store.enqueue("send-welcome-email", {"to": f"user{n}@example.com"})
+    orchestration = store.enqueue("ship-order", {"order": "B-2"}, max_attempts=2, **fixed)
+    failed_orchestration = store.enqueue(
+        "ship-order", {"order": "B-3", "fail": True}, max_attempts=2, **fixed
+    )
+    superseded = store.enqueue(
+        "sync-inventory",
+        {"sku": "ABC", "first": True},
+        dedupe_key="sku:ABC",
+        max_attempts=3,
+        dedupe_scope="pending",
+        **fixed,
+    )
+    for _ in range(4):
+        store.run_pending("charge-card")
+        store.run_pending(REPORT)
+        store.run_pending("send-welcome-email")
+        store.run_pending("sync-inventory")
+    for job_id in (orchestration, failed_orchestration):
+        assert job_id is not None
+        store.wait(job_id, timeout=WAIT)
+
+    pending = store.enqueue(REPORT, {"month": "2024-06"}, delay=3600, priority=5)
+    store.enqueue("send-welcome-email", {"to": "late@example.com"}, delay=600)
+    cancelled = store.enqueue("send-welcome-email", {"to": "gone@example.com"}, delay=600)
+    assert cancelled is not None and store.cancel(cancelled, "the customer closed the account")
+
+    started = threading.Event()
+
+    def export(job: Any, ctx: Any) -> None:
+        started.set()
+        ctx.log("exporting 1,204,331 rows to s3://exports/2024-05/")
+        ctx.signal.wait(WAIT * 8)  # until the queue shuts down
+
+    store.process("long-running-export", export, **FAST)
+    active = store.enqueue("long-running-export", {"table": "invoices"})
+    assert active is not None and started.wait(WAIT)
+
+    store.schedule(
+        "nightly-invoice-report-for-every-customer",
+        REPORT,
+        cron="0 3 * * *",
+        timezone="Europe/Amsterdam",
+    )
+    store.schedule("welcome-email-digest", "send-welcome-email", every=300)
+    store.scheduler.run_once(datetime.now(timezone.utc) + timedelta(seconds=301))
+
+    ids = (failed, fatal, orchestration, failed_orchestration, active, pending, cancelled)
+    assert all(ids), ids
+    return Seeded(
+        failed=failed,
+        fatal=str(fatal),
+        orchestration=str(orchestration),
+        failed_orchestration=str(failed_orchestration),
+        active=str(active),
+        pending=str(pending),
+        cancelled=str(cancelled),
+        superseded=str(superseded),
+    )
