@@ -15,6 +15,7 @@ import functools
 import importlib
 import inspect
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -35,7 +36,7 @@ import pytest
 
 from durabl import JobQueue
 from durabl.testing import wait_until
-from tests.docs.snippets import Block
+from tests.docs.snippets import ROOT, STORES, Block
 
 #: Seconds a program block may take to be ready (handle SIGTERM), then to exit after it.
 PROCESS_TIMEOUT = 60.0
@@ -55,6 +56,7 @@ class DurablState:
     run_hooks: tuple[Any, ...]
     enqueue_hooks: tuple[Any, ...]
     traced: bool
+    collectors: set[object]
 
     @classmethod
     def capture(cls) -> DurablState:
@@ -71,6 +73,7 @@ class DurablState:
             run_hooks=hooks.process_run_hooks.own,
             enqueue_hooks=hooks.process_enqueue_hooks.own,
             traced=tracing.is_instrumented(),
+            collectors=_default_collectors(),
         )
 
     def restore(self) -> list[JobQueue]:
@@ -94,7 +97,15 @@ class DurablState:
         hooks.process_enqueue_hooks.own = self.enqueue_hooks
         if tracing.is_instrumented() and not self.traced:
             tracing.uninstrument()
+        for collector in _default_collectors() - self.collectors:  # metrics.install(queue)
+            sys.modules["prometheus_client"].REGISTRY.unregister(collector)
         return left
+
+
+def _default_collectors() -> set[object]:
+    """What prometheus_client's default registry holds (nothing before its import)."""
+    client = sys.modules.get("prometheus_client")
+    return set() if client is None else set(client.REGISTRY._collector_to_names)
 
 
 class PageRun:
@@ -124,7 +135,9 @@ class PageRun:
             return
         importlib.invalidate_caches()  # files an earlier block or given code wrote
         with self._environment(block), self._tracking_queues():
-            if block.process:
+            if "django" in block.needs:
+                self._run_django(block)
+            elif block.process:
                 self._run_process(block)
             elif block.file is not None:
                 self._run_file(block)
@@ -168,17 +181,49 @@ class PageRun:
                 raise AssertionError(f"{block.id}: {function.__name__} asks for {name!r}")
         return arguments
 
-    def _run_file(self, block: Block) -> None:
+    def _write_file(self, block: Block) -> str:
+        """Write a file block to its path; returns its module's name."""
         assert block.file is not None and block.file.endswith(".py"), block.id
         assert not block.given, f"{block.id}: a file block takes no given code"
         path = self.workdir / block.file
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(block.code, encoding="utf-8")
-        name = block.file[: -len(".py")].replace("/", ".")
+        return block.file[: -len(".py")].replace("/", ".")
+
+    def _run_file(self, block: Block) -> None:
+        name = self._write_file(block)
         sys.modules.pop(name, None)
         importlib.invalidate_caches()
         importlib.import_module(name)
         self._imported.append(name)
+
+    def _run_django(self, block: Block) -> None:
+        """A block of a Django project, in a process of its own (tests.docs.django_driver):
+        Django set up in the working directory, its database migrated, then the block."""
+        assert not block.process, f"{block.id}: a Django block is not a program"
+        module = None if block.file is None else self._write_file(block)
+        spec = self.workdir / f"snippet_{block.line}.json"
+        fields = {"id": block.id, "page": str(block.page), "source": block.source()}
+        spec.write_text(json.dumps({**fields, "given": block.given, "module": module}))
+        path = [str(self.workdir), str(ROOT), os.environ.get("PYTHONPATH", "")]
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.docs.django_project",
+            "PYTHONPATH": os.pathsep.join(filter(None, path)),
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "tests.docs.django_driver", str(spec)],
+            check=False,
+            cwd=self.workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=PROCESS_TIMEOUT,
+        )
+        assert result.returncode == 0, (
+            f"{block.id}: exit status {result.returncode}:\n{result.stdout}"
+        )
 
     def _run_process(self, block: Block) -> None:
         """A program that runs until stopped: wait until it handles SIGTERM (and printed
@@ -242,23 +287,22 @@ class PageRun:
 
     @contextlib.contextmanager
     def _environment(self, block: Block) -> Iterator[None]:
-        """The working directory, and DURABL_URL/MONGO_URL set by ``needs`` or unset."""
-        saved = {name: os.environ.get(name) for name in ("DURABL_URL", "MONGO_URL")}
+        """The working directory, and DURABL_URL/MONGO_URL set by ``needs`` or unset; the
+        environment is put back afterwards (given code may set a variable the block reads)."""
+        saved = dict(os.environ)
         cwd = os.getcwd()
-        for name in saved:
+        for name in ("DURABL_URL", "MONGO_URL"):
             os.environ.pop(name, None)
-        for store in block.needs:
+        for store in filter(STORES.__contains__, block.needs):
             os.environ.update(self._mongo() if store == "mongodb" else self._postgres())
         os.chdir(self.workdir)
         try:
             yield
         finally:
             os.chdir(cwd)
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            for name in set(os.environ) - set(saved):
+                del os.environ[name]
+            os.environ.update(saved)
 
     def _mongo(self) -> dict[str, str]:
         from tests.conftest import require_mongo

@@ -23,6 +23,14 @@ comments right before its opening fence (blank lines may come between; several m
     schema of its own; what the block created there is dropped afterwards. Without it,
     both variables are unset, so ``os.environ.get("DURABL_URL", default)`` takes the
     default.
+``<!-- snippet: needs django -->``
+    is code of a Django project: it runs in a process of its own, Django set up with
+    :mod:`tests.docs.django_project` (durabl_django, the contrib apps, ``myapp`` once a
+    block wrote it) in the working directory and its database migrated; its given code
+    runs there too. A ``file`` block is imported there. Blocks that continue it share its
+    working directory (files, the SQLite databases), not its namespace. With ``needs
+    postgresql`` the site's database is the PostgreSQL schema and ``DURABL`` is
+    ``{"URL": "django://default"}``.
 ``<!-- snippet: given`` *code* ``-->``
     runs *code* first, in the block's namespace: stand-ins for the reader's own objects
     (a mail client, a payment API), which the page does not show being built.
@@ -49,6 +57,8 @@ _MARKER = re.compile(r"^\s*<!--\s*snippet:\s*(?P<body>.*?)\s*(?P<end>-->)?\s*$")
 _PROCESS = re.compile(r'^process(?:\s*,\s*prints\s+"(?P<text>[^"]+)")?$')
 _SKIP = re.compile(r"^skip\s*\((?P<reason>.+)\)$")
 STORES = ("mongodb", "postgresql")
+#: What ``needs`` may name: a store's server, or a Django project.
+NEEDS = (*STORES, "django")
 
 
 class MarkerError(ValueError):
@@ -98,7 +108,7 @@ def _apply(block: Block, body: str) -> None:
     elif process:
         block.process = True
         block.prints = process.group("text")
-    elif body.startswith("needs ") and body[len("needs ") :].strip() in STORES:
+    elif body.startswith("needs ") and body[len("needs ") :].strip() in NEEDS:
         block.needs.append(body[len("needs ") :].strip())
     else:
         raise MarkerError(f"unknown snippet marker {body!r}")

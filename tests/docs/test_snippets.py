@@ -28,44 +28,7 @@ from tests.docs.snippets import PAGES, Block, MarkerError, groups, read_page
 #: are edited), with why they fail. xfail, not strict: a block fixed in its page passes, and
 #: its entry should then go (test_known_failing_entries_name_a_block fails once an entry
 #: matches no block).
-KNOWN_FAILING: dict[tuple[str, str], str] = {
-    ("docs/change-streams.md", "from pymongo import MongoClient"): (
-        "send_email undefined; connects to db1,db2,db3 (needs mongodb and MONGO_URL)"
-    ),
-    ("docs/change-streams.md", "health = queue.is_healthy()"): "queue undefined",
-    ("docs/django.md", "# settings.py"): "BASE_DIR undefined: a settings module (skip)",
-    ("docs/django.md", "# myapp/jobs.py"): "needs configured Django settings (skip)",
-    (
-        "docs/django.md",
-        "@durabl_django.job(",
-    ): "durabl_django, WelcomeEmail, notify_support undefined",
-    ("docs/django.md", "import durabl_django"): "user undefined",
-    ("docs/django.md", "with transaction.atomic():"): "transaction, User, durabl_django undefined",
-    ("docs/django.md", "# urls.py"): "path, admin, include undefined: a urls module (skip)",
-    ("docs/django.md", "from django.contrib.auth.models import Group, Permission"): (
-        "needs configured Django settings and a database (skip)"
-    ),
-    ("docs/django.md", "from django.tasks import task"): (
-        "django.tasks is Django 6; the tests have Django 5.2 with django_tasks"
-    ),
-    ("docs/flow-control.md", "queue.enqueue("): "queue undefined",
-    ("docs/flow-control.md", "@durabl.job("): "durabl not imported",
-    ("docs/flow-control.md", "from datetime import timedelta"): "queue undefined",
-    ("docs/operations.md", "result = queue.start_reaper()"): "queue undefined",
-    ("docs/operations.md", "backend = MongoJobQueue(db"): "MongoJobQueue, db undefined",
-    ("docs/operations.md", "import time"): (
-        "queue undefined; then it waits for SIGTERM (mark it process)"
-    ),
-    ("docs/operations.md", "from durabl import metrics"): (
-        "queue undefined; metrics.serve(9100) would bind a fixed port"
-    ),
-    ("docs/operations.md", "from durabl import tracing"): "queue undefined",
-    ("docs/operations.md", 'stats = queue.get_stats("welcome-email")'): (
-        "queue, notify_on_call undefined"
-    ),
-    ("docs/operations.md", "for job in queue.list_failed("): "queue undefined",
-    ("docs/operations.md", "if not queue.retry(job_id):"): "queue, job_id undefined",
-}
+KNOWN_FAILING: dict[tuple[str, str], str] = {}
 
 #: Seconds one block may take, the blocks before it in its group included.
 SNIPPET_TIMEOUT = 90
