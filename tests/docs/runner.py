@@ -76,6 +76,19 @@ class DurablState:
             collectors=_default_collectors(),
         )
 
+    @staticmethod
+    def start_clean() -> None:
+        """Forget the job types and schedules declared so far in this process (by other
+        tests, say), as a reader's process starts with none; :meth:`restore` brings them
+        back."""
+        from durabl.runtime import scheduler
+        from durabl.runtime.declared import registry
+
+        with registry._lock:
+            registry._declared = {}
+        with scheduler._declared_lock:
+            scheduler._declared.clear()
+
     def restore(self) -> list[JobQueue]:
         """Put the state back; returns the global queue a block built, to shut down."""
         from durabl import tracing
@@ -117,6 +130,7 @@ class PageRun:
         self.namespace: dict[str, Any] = self.module.__dict__
         self.next = 0  # index in the group of the next block to run
         self._state = DurablState.capture()
+        self._state.start_clean()  # as in the reader's own process: nothing declared yet
         self._bytecode = sys.dont_write_bytecode
         self._imported: list[str] = []
         self._mongo_before: set[str] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -32,17 +33,17 @@ RETRY_MAX_SECONDS = 10.0
 def is_transient(exc: BaseException) -> bool:
     """AutoReconnect covers NotPrimaryError and network timeouts. Server selection already
     waited its own timeout, so repeating it would only multiply the wait. A write applied but
-    not confirmed by its write concern is as unknown as a lost reply, and as safe to repeat."""
-    if isinstance(exc, AutoReconnect):
-        return not isinstance(exc, ServerSelectionTimeoutError)
-    return write_unconfirmed(exc)
+    not confirmed by its write concern is not repeated: the primary has it already, and a
+    repeat would not confirm it either (see :func:`write_unconfirmed`)."""
+    return isinstance(exc, AutoReconnect) and not isinstance(exc, ServerSelectionTimeoutError)
 
 
 def write_unconfirmed(exc: BaseException) -> bool:
     """Whether ``exc`` says the write was applied on the primary but its write concern was
-    not met (a ``wtimeout``, a primary stepping down before replicating): its effect is
-    unknown to the caller, as after a lost reply, so the caller resolves it the same way
-    (a repeat that finds its own ``_id`` or receipt, a claim read back by its token)."""
+    not met (a ``wtimeout``, a primary stepping down before replicating). Whether it lasts
+    is unknown, as after a lost reply, so it is a :class:`BackendUnavailableError`: a claim
+    reads its token back and runs the job it took; an enqueue tells its caller, who cannot
+    count on the job (a dedupe key makes the caller's retry safe)."""
     if isinstance(exc, WriteConcernError):
         return True
     if isinstance(exc, BulkWriteError):
@@ -98,7 +99,8 @@ def translate(operation: str, exc: BaseException) -> DurablError:
         return BackendUnavailableError(f"MongoDB unavailable during {operation}: {reason(exc)}")
     if write_unconfirmed(exc):
         return BackendUnavailableError(
-            f"MongoDB did not confirm the write during {operation}: {reason(exc)}"
+            f"MongoDB unavailable during {operation}: the write was applied but its write "
+            f"concern was not met: {reason(exc)}"
         )
     if is_dns_failure(exc):
         return BackendUnavailableError(
@@ -108,9 +110,49 @@ def translate(operation: str, exc: BaseException) -> DurablError:
     return DurablError(f"MongoDB error during {operation}: {reason(exc)}")
 
 
+#: The state-change errors (a primary stepping down, a server shutting down) by code: their
+#: names, and what each says of the server, for :func:`reason`.
+STATE_CHANGES: dict[int, tuple[str, str]] = {
+    91: ("ShutdownInProgress", "the server is shutting down"),
+    11600: ("InterruptedAtShutdown", "the server is shutting down"),
+    189: ("PrimarySteppedDown", "the primary stepped down"),
+    11602: ("InterruptedDueToReplStateChange", "the primary stepped down"),
+    10107: ("NotWritablePrimary", "the server is no longer primary"),
+    13435: ("NotPrimaryNoSecondaryOk", "the server is no longer primary"),
+    13436: ("NotPrimaryOrSecondary", "the server is recovering"),
+}
+_CODE = re.compile(r"""['"]code['"]: (\d+)""")
+_SELECTION_TIMEOUT = re.compile(r", Timeout: ([\d.]+)s, Topology Description: ")
+
+
+def state_change(exc: BaseException) -> int | None:
+    """The code of the state-change error ``exc`` is or carries (see :data:`STATE_CHANGES`),
+    or, for a server selection that timed out, the one that took the server out of
+    selection: pymongo names it only in the message. None for any other error."""
+    code = getattr(exc, "code", None)
+    if code is None and isinstance(exc, AutoReconnect) and isinstance(exc.details, dict):
+        code = exc.details.get("code")  # NotPrimaryError: the server's reply
+    if isinstance(code, int) and code in STATE_CHANGES:
+        return code
+    if isinstance(exc, AutoReconnect):
+        for found in _CODE.finditer(str(exc)):
+            if int(found.group(1)) in STATE_CHANGES:
+                return int(found.group(1))
+    return None
+
+
 def reason(exc: BaseException) -> str:
     """One line for a pymongo error: without the topology server selection appends and the
-    raw reply an OperationFailure appends (both repeat the message), with the error code."""
+    raw reply an OperationFailure appends (both repeat the message), with the error code.
+    A state-change error, or a server selection it made time out, says so in its own words:
+    ``no primary: the server is shutting down (ShutdownInProgress, code 91); waited 8.0 s
+    for one``."""
+    code = state_change(exc)
+    if code is not None:
+        name, what = STATE_CHANGES[code]
+        waited = _SELECTION_TIMEOUT.search(str(exc))
+        tail = f"; waited {waited.group(1)} s for one" if waited else ""
+        return f"no primary: {what} ({name}, code {code}){tail}"
     text = str(exc).split(", Topology Description: ", 1)[0]
     text = text.split(", full error: ", 1)[0]
     code = getattr(exc, "code", None)
