@@ -14,15 +14,24 @@ transaction mode. Errors are sorted by what they leave behind:
 
 Retries are bounded (:data:`RETRY_ATTEMPTS`, :data:`RETRY_MAX_SECONDS`) and jittered; what
 is left is a :class:`~durabl.model.exceptions.BackendUnavailableError` (connection trouble,
-missing permissions) or a :class:`~durabl.model.exceptions.DurablError`.
+missing permissions), a :class:`PreparedStatementsError` (psycopg's prepared statements
+behind a pooler in transaction mode: a setting to change) or a
+:class:`~durabl.model.exceptions.DurablError`.
+
+After a server restart: the store's own pool reconnects within about a second
+(:mod:`durabl.stores.postgres.reconnect`), and a connection the server closed while it sat
+in the pool is passed over when lent (:meth:`Database.connection`), not used to fail an
+operation.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import select
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -34,6 +43,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import stop_after_attempt, stop_after_delay
 
 from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.stores.postgres.reconnect import POOL_NAME, PromptPool, quiet_reconnect_log
 from durabl.stores.retrying import call_repeating
 
 logger = logging.getLogger(__name__)
@@ -156,9 +166,32 @@ def is_rolled_back(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK
 
 
+class PreparedStatementsError(DurablError):
+    """psycopg's prepared statements (``_pg3_<n>``) were not where it left them: a pooler
+    in transaction mode (PgBouncer before 1.21, or without ``max_prepared_statements``)
+    hands each transaction a different server session. A setting to change
+    (``prepare_threshold=none``), not an outage: never retried."""
+
+
+_PREPARED_STATEMENT_STATES = ("26000", "42P05", "08P01")  # does not exist, exists, "requires N"
+
+
+def is_prepared_statement_mixup(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server not knowing, already knowing, or knowing otherwise
+    (``bind message supplies 3 parameters, but prepared statement "_pg3_0" requires 5``)
+    a statement psycopg prepared: see :class:`PreparedStatementsError`."""
+    return (
+        isinstance(exc, psycopg.Error)
+        and exc.sqlstate in _PREPARED_STATEMENT_STATES
+        and 'prepared statement "_pg3_' in str(exc)
+    )
+
+
 def is_disconnect(exc: BaseException) -> bool:
     """The connection was lost mid-operation (not a pool wait: that already waited)."""
     if isinstance(exc, PoolTimeout) or not isinstance(exc, psycopg.OperationalError):
+        return False
+    if is_prepared_statement_mixup(exc):  # 08P01, yet the connection is fine
         return False
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _DISCONNECTED
@@ -167,6 +200,15 @@ def is_disconnect(exc: BaseException) -> bool:
 def translate(operation: str, exc: BaseException, where: str = "") -> DurablError:
     """A durabl error for a psycopg one: callers handle ours, not the driver's."""
     at = f" at {where}" if where else ""
+    if is_prepared_statement_mixup(exc):
+        return PreparedStatementsError(
+            f"PostgreSQL error{at} during {operation}: {one_line(exc)}. psycopg's prepared "
+            "statements do not survive between transactions here: a pooler in transaction "
+            "mode (PgBouncer before 1.21, or without max_prepared_statements) is in between. "
+            "Turn them off: prepare_threshold=none in the URL (prepare_threshold=None; on "
+            'your own pool, kwargs={"prepare_threshold": None}); see the PgBouncer section '
+            "of docs/postgres.md"
+        )
     if isinstance(exc, PoolTimeout):
         return BackendUnavailableError(
             f"PostgreSQL unavailable{at} during {operation}: no connection within "
@@ -246,6 +288,30 @@ def _roll_back_savepoint(connection: psycopg.Connection[Any], cur: Cursor[DictRo
         logger.warning("could not roll back to the enqueue's savepoint", exc_info=True)
 
 
+def has_input(fd: int) -> bool:
+    """Whether the socket ``fd`` has something to read (or was closed), without waiting."""
+    if hasattr(select, "poll"):  # no FD_SETSIZE limit, unlike select()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
+
+
+def went_stale(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server closed ``conn`` while it sat in the pool (a restart, a failover,
+    ``pg_terminate_backend``). Nothing is sent to an idle connection, so input waiting on
+    its socket is almost always the server's goodbye: only then is it checked, with an
+    empty query. Checking every connection would cost every operation a round trip."""
+    try:
+        if not has_input(conn.fileno()):
+            return False
+        ConnectionPool.check_connection(conn)
+    except (psycopg.Error, OSError, ValueError):
+        return True
+    return False
+
+
 class Database:
     """The pool one store uses: its own (made from ``conninfo``, opened at first use and
     closed by :meth:`close`) or the caller's (never closed here)."""
@@ -288,14 +354,15 @@ class Database:
                 except psycopg.Error as exc:
                     raise translate("connect", exc, self.where) from None
                 min_size, max_size = self._sizes
-                self._pool = ConnectionPool(
+                quiet_reconnect_log()
+                self._pool = PromptPool(  # reconnects within ~1 s of a server's return
                     self.conninfo,
                     kwargs=kwargs,
                     min_size=min_size,
                     max_size=max_size,
                     timeout=POOL_TIMEOUT,
                     open=False,
-                    name="durabl-pg-pool",  # its threads: durabl-pg-pool-worker-N, -scheduler
+                    name=POOL_NAME,
                 )
                 self._pool.open()
             return self._pool
@@ -306,15 +373,27 @@ class Database:
         if self.owns_pool and pool is not None:
             pool.close()
 
+    @contextmanager
+    def connection(self, timeout: float | None) -> Iterator[psycopg.Connection[Any]]:
+        """A connection from the pool, passing over those the server closed while they sat
+        in it (see :func:`went_stale`; the pool replaces them). Without this, after a
+        restart each of them would fail one operation, claims included, which are not
+        repeated: a worker would back off once per connection its pool held."""
+        pool = self.pool()
+        for _ in range(pool.max_size):
+            with pool.connection(timeout=timeout) as conn:
+                if not went_stale(conn):
+                    yield conn
+                    return
+        with pool.connection(timeout=timeout) as conn:  # the pool's own, unchecked
+            yield conn
+
     def attempt(
         self, fn: Callable[[Cursor[DictRow]], R], *, transaction: bool, timeout: float | None
     ) -> R:
         """Run ``fn`` once, in one transaction (or, for a single statement on an
         autocommit connection, as that statement alone)."""
-        with (
-            self.pool().connection(timeout=timeout) as conn,
-            conn.cursor(row_factory=dict_row) as cur,
-        ):
+        with self.connection(timeout) as conn, conn.cursor(row_factory=dict_row) as cur:
             if not transaction and conn.autocommit:
                 return fn(cur)
             with conn.transaction():
