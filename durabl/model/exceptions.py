@@ -45,6 +45,13 @@ class StoreNotFoundError(DurablError, FileNotFoundError):
     ``FileNotFoundError`` is, ``StoreNotFoundError(errno.ENOENT, message, path)``."""
 
 
+class PreparedStatementsError(DurablError):
+    """PostgreSQL: psycopg's prepared statements (``_pg3_<n>``) were not where it left them,
+    because a pooler in transaction mode (PgBouncer before 1.21, or without
+    ``max_prepared_statements``) hands each transaction a different server session. A
+    setting to change (``prepare_threshold=none``), not an outage: never retried."""
+
+
 class SchemaError(DurablError):
     """A store's record of its schema cannot be used: corrupt, or from a newer durabl.
 

@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from durabl import JobQueue
+from durabl import JobQueue, PreparedStatementsError
 from durabl.model.exceptions import BackendUnavailableError, DurablError
 from durabl.stores.postgres import PostgresJobQueue
-from durabl.stores.postgres.connection import PreparedStatementsError, translate
+from durabl.stores.postgres.connection import translate
 from durabl.testing import wait_until
 from tests.conftest import drop_postgres_tables, postgres_table, require_postgres
 from tests.postgres.bouncer import Bouncer
@@ -124,13 +124,6 @@ def test_each_prepared_statement_mixup_is_named_and_none_is_an_outage(error: Exc
     assert "prepare_threshold=none" in str(translated)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=PreparedStatementsError,
-    reason="PostgresJobQueue(url) reads only table= from its URL's query: prepare_threshold "
-    "(and pool_min_size, pool_max_size, listen_notify, safety_poll_interval) work through "
-    "from_url()/backend_from_url() only",
-)
 def test_the_constructor_takes_prepare_threshold_from_its_url(bouncer: Bouncer, table: str) -> None:
     url = f"{bouncer.url}?prepare_threshold=none"
     two = [PostgresJobQueue(url, table=table, listen_notify=False) for _ in range(2)]

@@ -30,6 +30,16 @@ def test_from_url_reads_the_store_options_and_passes_the_rest_to_libpq() -> None
     assert "pw" not in repr(store)
 
 
+def test_the_constructor_reads_the_urls_store_options_unless_a_keyword_says_otherwise() -> None:
+    url = "postgresql://app@db1/app?listen_notify=false&safety_poll_interval=2.5"
+    store = PostgresJobQueue(url)
+    assert (store.listen_notify, store.safety_poll_interval) == (False, 2.5)
+    chosen = PostgresJobQueue(url, safety_poll_interval=7.0)
+    assert (chosen.listen_notify, chosen.safety_poll_interval) == (False, 7.0)
+    with pytest.raises(ValueError, match="listen_notify"):
+        PostgresJobQueue("postgresql://app@db1/app?listen_notify=maybe")
+
+
 def test_connect_timeout_is_taken_like_every_store_and_the_url_wins() -> None:
     def timeout_of(store: PostgresJobQueue) -> str:
         conninfo, _ = parse_url(store.url or "")

@@ -52,6 +52,14 @@ Tx = Cursor[DictRow]
 _SLOT_RACES = 5
 #: What the listener's own connection takes over from a caller's pool's settings.
 LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
+#: The constructor's defaults for the options a URL may also give (``store_options``).
+_KEYWORD_DEFAULTS: dict[str, object] = {
+    "prepare_threshold": 5,
+    "pool_min_size": 1,
+    "pool_max_size": 10,
+    "listen_notify": True,
+    "safety_poll_interval": DEFAULT_POLL_INTERVAL,
+}
 
 
 class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
@@ -101,7 +109,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         pool: ConnectionPool[Any] | None = None,
         table: str = "durabl_jobs",
         clock: Clock | None = None,
-        prepare_threshold: int | None = 5,
+        prepare_threshold: int | None = 5,  # the defaults of these five: _KEYWORD_DEFAULTS
         pool_min_size: int = 1,
         pool_max_size: int = 10,
         listen_notify: bool = True,
@@ -109,15 +117,32 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
         listen_settings: ListenSettings | None = None,
         enqueue_connection: Callable[[], object | None] | None = None,
     ) -> None:
-        self.listen_notify = bool(listen_notify)
-        self.supports_push = self.listen_notify
-        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.listen_settings = listen_settings or ListenSettings()
         self.enqueue_connection = enqueue_connection
         conninfo = None
         if url is not None:
             conninfo, options = parse_url(url)
             table = options.get("table", table)
+            # The URL's store options hold where the keyword was left at its default, so
+            # PostgresJobQueue(url) reads the URL as backend_from_url(url) does.
+            chosen: dict[str, Any] = {
+                "prepare_threshold": prepare_threshold,
+                "pool_min_size": pool_min_size,
+                "pool_max_size": pool_max_size,
+                "listen_notify": listen_notify,
+                "safety_poll_interval": safety_poll_interval,
+            }
+            for name, value in store_options(options).items():
+                if chosen[name] == _KEYWORD_DEFAULTS[name]:
+                    chosen[name] = value
+            prepare_threshold = chosen["prepare_threshold"]
+            pool_min_size = int(chosen["pool_min_size"])
+            pool_max_size = int(chosen["pool_max_size"])
+            listen_notify = bool(chosen["listen_notify"])
+            safety_poll_interval = float(chosen["safety_poll_interval"])
+        self.listen_notify = bool(listen_notify)
+        self.supports_push = self.listen_notify
+        self.safety_poll_interval = push.safety_poll_interval(safety_poll_interval)
         self.url = url
         self.tables = schema.Tables(table)
         self.table = table

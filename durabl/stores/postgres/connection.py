@@ -42,7 +42,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import stop_after_attempt, stop_after_delay
 
-from durabl.model.exceptions import BackendUnavailableError, DurablError
+from durabl.model.exceptions import BackendUnavailableError, DurablError, PreparedStatementsError
 from durabl.stores.postgres.reconnect import POOL_NAME, PromptPool, quiet_reconnect_log
 from durabl.stores.retrying import call_repeating
 
@@ -164,13 +164,6 @@ def one_line(exc: BaseException) -> str:
 
 def is_rolled_back(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK
-
-
-class PreparedStatementsError(DurablError):
-    """psycopg's prepared statements (``_pg3_<n>``) were not where it left them: a pooler
-    in transaction mode (PgBouncer before 1.21, or without ``max_prepared_statements``)
-    hands each transaction a different server session. A setting to change
-    (``prepare_threshold=none``), not an outage: never retried."""
 
 
 _PREPARED_STATEMENT_STATES = ("26000", "42P05", "08P01")  # does not exist, exists, "requires N"
