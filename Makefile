@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 EXAMPLE := examples/shop
-CHROMIUM := /usr/bin/chromium
-CHROMEDRIVER := /usr/bin/chromedriver
+# Debian packages some tests use (they skip without them): the admin's browser tests
+# (chromium, its driver, a font) and the PostgreSQL tests through PgBouncer.
+DEBIAN_TEST_PACKAGES := chromium chromium-driver fonts-dejavu-core pgbouncer
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint typecheck check-example browser format bench docs clean
+.PHONY: help demo test test-unit lint typecheck check-example test-packages format bench docs clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
@@ -26,7 +27,7 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live progress
 	$(BIN)/python -m durabl demo
 
-test: $(STAMP) lint typecheck check-example browser ## Lint, type-check, check the example project, run every test
+test: $(STAMP) lint typecheck check-example test-packages ## Lint, type-check, check the example project, run every test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## Only the fast unit tests
@@ -50,19 +51,24 @@ check-example: $(STAMP) ## The example Django project: manage.py check, makemigr
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		SHOP_DATA_DIR="$$tmp" $(BIN)/python $(EXAMPLE)/manage.py makemigrations --check --dry-run
 
-browser: ## Install Debian's chromium and chromedriver (for the admin browser test) if missing
-	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then \
+test-packages: ## Install the Debian packages some tests use, if missing: chromium (admin browser tests), pgbouncer
+	@missing=""; \
+	for package in $(DEBIAN_TEST_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q 'install ok installed' \
+			|| missing="$$missing $$package"; \
+	done; \
+	if [ -z "$$missing" ]; then \
 		exit 0; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "browser: installing chromium, chromium-driver and a font with apt-get (no recommended packages)"; \
+		echo "test-packages: installing$$missing with apt-get (no recommended packages)"; \
 		log=$$(mktemp) && \
 		{ DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			-o Dpkg::Use-Pty=0 chromium chromium-driver fonts-dejavu-core; } >"$$log" 2>&1 \
-			|| { tail -n 5 "$$log"; echo "browser: apt-get could not install them; the browser test will skip"; }; \
+			-o Dpkg::Use-Pty=0 $$missing; } >"$$log" 2>&1 \
+			|| { tail -n 5 "$$log"; echo "test-packages: apt-get could not install them; the tests that need them will skip"; }; \
 		rm -f "$$log"; \
 	else \
-		echo "browser: $(CHROMIUM) or $(CHROMEDRIVER) is missing and apt-get as root is not available; the browser test will skip"; \
+		echo "test-packages:$$missing missing and apt-get as root is not available; the tests that need them will skip"; \
 	fi
 
 format: $(STAMP) ## Format the code
