@@ -76,7 +76,7 @@ class Runs:
 def test_a_worker_takes_a_due_job_within_seconds_of_the_server_coming_back(
     server: StoppableServer,
 ) -> None:
-    # The listener's own reconnection waits (up to 5 s by default) are not under test:
+    # The listener's own reconnection waits (up to 1 s by default) are not under test:
     # cap them so the time measured is the pool's.
     store = PostgresJobQueue(
         server.url, table="outage_jobs", listen_settings=ListenSettings(retry_backoff_max=0.5)

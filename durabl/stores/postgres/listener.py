@@ -75,7 +75,7 @@ class ListenSettings:
     max_wait: float = 1.0
     ping_interval: float = 30.0
     retry_backoff: float = 0.1
-    retry_backoff_max: float = 5.0
+    retry_backoff_max: float = 1.0  # push resumes within about a second of the server
 
     def __post_init__(self) -> None:
         if not 0 < self.max_wait <= self.ping_interval:
