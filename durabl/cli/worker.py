@@ -6,8 +6,13 @@ reaper and the scheduler, and on SIGTERM/SIGINT drains: running jobs get
 ``--shutdown-timeout`` seconds, then what is left is handed back to the queue. A second
 signal exits at once (code 1); the leases of abandoned jobs expire for the reaper.
 
-The main thread only waits: signals set an event, the drain runs in a helper thread, and the
-main thread prints what the drain still waits for every few seconds.
+The main thread only waits: a signal starts the drain on a helper thread (at once, even
+while the processors are still starting), and the main thread prints what the drain still
+waits for every few seconds. The drain ends within the timeout plus
+:data:`~durabl.runtime.shutdown.DRAIN_GRACE`; closing the store and the interpreter's exit
+get :data:`EXIT_GRACE` more, after which the process ends itself (exit 1): nothing that
+does not answer (a store that is down, an exit hook, a thread that is not a daemon) keeps
+it past the bound the operator was promised.
 """
 
 from __future__ import annotations
@@ -42,12 +47,17 @@ from durabl.cli.common import (
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.options import DEFAULT_SHUTDOWN_TIMEOUT
 from durabl.runtime.queue import JobQueue
+from durabl.runtime.shutdown import DRAIN_GRACE
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: Seconds between the lines a long drain prints about the jobs it still waits for (at most;
 #: see :func:`drain_report_interval`).
 DRAIN_REPORT_EVERY = 5
 ABORT_EXIT_CODE = 1
+#: Seconds the process may take to end once the drain's bound has passed: closing the store
+#: (bounded by each store) and the interpreter's exit (pymongo's threads take up to half a
+#: second to notice a closed client). Past it, the process stops at once (exit 1).
+EXIT_GRACE = 1.5
 
 
 def configure_worker(sub: Sub) -> None:
@@ -227,6 +237,10 @@ class Worker:
     drained: threading.Event = field(default_factory=threading.Event, init=False)
     released: int = field(default=0, init=False)
     previous: dict[int, Any] = field(default_factory=dict, init=False)
+    #: When the drain started (monotonic), once it has.
+    drain_started: float | None = field(default=None, init=False)
+    _drain_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _remove_sink: Callable[[], None] | None = field(default=None, init=False)
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signalled.is_set():
@@ -246,6 +260,9 @@ class Worker:
             file=self.err,
             flush=True,
         )
+        # Only an event: the threads :meth:`install` started take it from here. (A handler
+        # that started threads or took locks could deadlock on the main thread it
+        # interrupted, which may be starting threads itself.)
         self.signalled.set()
 
     def count_release(self, event: Any) -> None:
@@ -258,20 +275,67 @@ class Worker:
         finally:
             self.drained.set()
 
+    def start_drain(self) -> None:
+        """Start the drain on a helper thread, once."""
+        with self._drain_lock:
+            if self.drain_started is not None:
+                return
+            self.drain_started = time.monotonic()
+            if self._remove_sink is None:
+                self._remove_sink = self.queue.add_event_sink(
+                    self.count_release, kinds=("shutdown-released",)
+                )
+        threading.Thread(target=self.drain, name="durabl-drain", daemon=True).start()
+
+    def _drain_on_signal(self) -> None:
+        """Start the drain as soon as a signal comes, even while the main thread is still
+        starting the processors (held up, maybe, by a store that does not answer)."""
+        self.signalled.wait()
+        self.start_drain()
+
+    def _exit_deadline(self) -> None:
+        """End the process at the latest :data:`EXIT_GRACE` seconds after the drain's own
+        bound (the timeout plus ``DRAIN_GRACE``), whatever still holds it up then."""
+        self.signalled.wait()
+        limit = self.shutdown_timeout + DRAIN_GRACE + EXIT_GRACE
+        threading.Event().wait(limit)
+        try:
+            print(
+                f"durabl worker: not exited {limit:g} s after the signal (the store or an exit "
+                "hook does not answer): stopping now; jobs not handed back return to pending "
+                "when their lease expires",
+                file=self.err,
+                flush=True,
+            )
+            self.out.flush()
+        finally:
+            self.hard_exit(ABORT_EXIT_CODE)
+
     def install(self) -> None:
-        """Take over SIGTERM/SIGINT (restored by :meth:`wait`)."""
+        """Take over SIGTERM/SIGINT (restored by :meth:`wait`), with the threads that act
+        on the first signal: one starts the drain, one ends the process if its exit
+        overruns the bound."""
+        self._remove_sink = self.queue.add_event_sink(
+            self.count_release, kinds=("shutdown-released",)
+        )
+        for act, name in (
+            (self._drain_on_signal, "durabl-drain-on-signal"),
+            (self._exit_deadline, "durabl-exit-deadline"),
+        ):
+            threading.Thread(target=act, name=name, daemon=True).start()
         self.previous = {sig: signal.signal(sig, self.on_signal) for sig in SIGNALS}
 
     def wait(self) -> int:
-        """Block until a signal, drain, restore the signals; the exit code."""
-        remove_sink = self.queue.add_event_sink(self.count_release, kinds=("shutdown-released",))
+        """Block until a signal, wait for its drain, restore the signals; the exit code."""
         try:
             while not self.signalled.wait(1.0):
                 pass
-            threading.Thread(target=self.drain, name="durabl-drain", daemon=True).start()
-            self.report_until_drained(time.monotonic())
+            self.start_drain()  # a signal's has begun; here when signalled otherwise
+            assert self.drain_started is not None
+            self.report_until_drained(self.drain_started)
         finally:
-            remove_sink()
+            if self._remove_sink is not None:
+                self._remove_sink()
             for sig, handler in self.previous.items():
                 signal.signal(sig, handler)
         if self.released:
@@ -290,7 +354,9 @@ class Worker:
         before the timeout; past it the drain hands the jobs back, and its last line says
         how many."""
         every = drain_report_interval(self.shutdown_timeout)
-        due = every
+        # The first line not yet due: the drain may have begun while the processors were
+        # still starting.
+        due = max(every, every * math.ceil((time.monotonic() - started) / every))
         while due < self.shutdown_timeout:
             if self.drained.wait(max(0.0, started + due - time.monotonic())):
                 return

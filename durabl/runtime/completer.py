@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Generic, Protocol, TypeVar
 
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import JobResult
+from durabl.runtime.outages import OutageLog
 from durabl.stores.base import Backend, Completion
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ class Completer(Generic[R]):
         on_written: Callable[[R], None] | None = None,
         max_batch: int = MAX_BATCH,
         max_waiting: int | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch!r}")
@@ -100,6 +103,11 @@ class Completer(Generic[R]):
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: Failed batch writes and start records: one line when they begin failing, one
+        #: when they work again (each job whose outcome is lost has its own line too).
+        self.failures = OutageLog(
+            logger, f"writing job outcomes ({name})", ("write", "writes"), clock=clock
+        )
         #: Batches handled, and completions written (for tests and benchmarks).
         self.batches = 0
         self.written = 0
@@ -225,8 +233,12 @@ class Completer(Generic[R]):
             return
         try:
             self.backend.mark_started([(s.job_id, s.token) for s in starts])
-        except BaseException:  # never let it end the thread; the reaper refunds these
+        except Exception as exc:  # the reaper refunds these
+            self.failures.failed(exc)
+        except BaseException:  # never let it end the thread
             logger.warning("recording %d job starts failed", len(starts), exc_info=True)
+        else:
+            self.failures.succeeded()
 
     def _write(self, batch: list[tuple[R, Completion, float]]) -> None:
         try:
@@ -264,12 +276,15 @@ class Completer(Generic[R]):
             results = list(self.backend.complete_many(completions))
             if len(results) == len(completions):
                 self.written += len(results)
+                self.failures.succeeded()
                 return list(results)
             logger.error(
                 "complete_many returned %d results for %d completions; writing them one by one",
                 len(results),
                 len(completions),
             )
+        except Exception as exc:  # each is tried on its own next
+            self.failures.failed(exc)
         except BaseException:
             logger.warning(
                 "writing %d completions together failed; writing them one by one",
@@ -281,6 +296,7 @@ class Completer(Generic[R]):
             try:
                 outcomes.append(self._complete_alone(c))
                 self.written += 1
+                self.failures.succeeded()
             except Exception as exc:
                 outcomes.append(exc)
             except BaseException as exc:  # never let it end the thread: report it instead

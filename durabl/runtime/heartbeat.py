@@ -13,12 +13,21 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, LogBuffer
-from durabl.model.clock import Clock
+from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import CANCELLED
 from durabl.model.sync import Flag
+from durabl.runtime.outages import OutageLog
 from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)
+
+
+def heartbeat_outage_log(type: str | None, clock: Clock = SYSTEM_CLOCK) -> OutageLog:
+    """The log of failed renewals: of a processor's worker threads (``type``), or of one
+    run outside a pool (None)."""
+    doing = "renewing leases" if type is None else f"renewing the leases of {type} jobs"
+    extra = {} if type is None else {"type": type}
+    return OutageLog(logger, doing, ("renewal", "renewals"), clock=clock, extra=extra)
 
 
 @dataclass(eq=False)
@@ -45,23 +54,30 @@ class Heartbeat:
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
     _host: HeartbeatThread | None = field(default=None, init=False, repr=False)
     _due: float = field(default=0.0, init=False, repr=False)
+    _failures: OutageLog | None = field(default=None, init=False, repr=False)
+
+    def failures(self) -> OutageLog:
+        """Where failed renewals are logged: a pool's runs share their processor's log
+        (through the host thread); a run outside a pool has its own, made when needed."""
+        if self._host is not None:
+            return self._host.failures
+        if self._failures is None:
+            self._failures = heartbeat_outage_log(None, self.clock)
+        return self._failures
 
     def beat(self) -> str | None:
         """One renewal. Returns "applied", "lease-lost", "cancel-requested" (renewed, and
         the run's signal now aborted with reason ``cancelled``), or None after an error."""
         sent_at = self.clock.monotonic()
         logs = self.logs.take()
+        failures = self.failures()
         try:
             result = self.backend.heartbeat(self.job_id, self.token, logs=logs)
-        except Exception:
+        except Exception as exc:
             self.logs.requeue(logs)
-            logger.warning(
-                "heartbeat failed for job %s",
-                self.job_id,
-                exc_info=True,
-                extra={"job_id": self.job_id},
-            )
+            failures.failed(exc)
             return None
+        failures.succeeded()
         self.beats += 1
         if result in ("applied", "cancel-requested"):
             self.signal.extend(sent_at + self.visibility_timeout)
@@ -137,9 +153,11 @@ class HeartbeatThread:
     after it started (a lease lasts three) and a short job costs the thread nothing.
     """
 
-    def __init__(self, name: str, interval: float) -> None:
+    def __init__(self, name: str, interval: float, *, failures: OutageLog | None = None) -> None:
         self.name = name
         self.interval = interval
+        #: Where the renewals of the claims it serves log their failures.
+        self.failures = failures if failures is not None else heartbeat_outage_log(None)
         self._cond = threading.Condition()
         self._current: Heartbeat | None = None
         self._busy: Heartbeat | None = None

@@ -31,6 +31,7 @@ from datetime import datetime
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.workers import WorkerInfo, active_check_every, removal_cutoff, with_states
+from durabl.runtime.outages import OutageLog, log_failure
 from durabl.runtime.worker import Processor
 from durabl.stores.base import Backend
 
@@ -71,7 +72,7 @@ def _remove_all_at_exit() -> None:
         presences = list(_running)
     for presence in presences:
         presence.quiet_failures = True
-        presence.stop(0.0)
+        presence.stop(None)
     deadline = SYSTEM_CLOCK.monotonic() + EXIT_REMOVAL_TIMEOUT
     for presence in presences:
         presence.stop(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
@@ -116,8 +117,13 @@ class Presence:
         # The last refresh tried (monotonic, on ``clock``) and the active count it wrote.
         self._written_at: float | None = None
         self._written_active: int | None = None
-        #: Log a failed removal at debug level only (at process exit).
+        #: Log a failed removal at debug level only: at process exit, or once a shutdown
+        #: stopped waiting for it (the store may be closed under it by then).
         self.quiet_failures = False
+        #: Failed refreshes: one line as they start failing, one when a refresh works again.
+        self.failures = OutageLog(
+            logger, "refreshing this worker's registry entry", ("refresh", "refreshes"), clock=clock
+        )
 
     @property
     def enabled(self) -> bool:
@@ -166,9 +172,10 @@ class Presence:
                 if since_prune is None or since_prune.total_seconds() >= PRUNE_EVERY:
                     self._pruned_at = now
                     self.backend.prune_workers(removal_cutoff(now))
-            except Exception:
-                logger.warning("could not refresh this worker's registry entry", exc_info=True)
+            except Exception as exc:
+                self.failures.failed(exc)
                 return False
+            self.failures.succeeded()
             return True
 
     def remove(self) -> None:
@@ -180,9 +187,9 @@ class Presence:
             self._removed = True
             try:
                 self.backend.delete_worker(self.id)
-            except Exception:
-                level = logging.DEBUG if self.quiet_failures else logging.WARNING
-                logger.log(level, "could not remove this worker's registry entry", exc_info=True)
+            except Exception as exc:
+                message = "could not remove this worker's registry entry (shown gone later)"
+                log_failure(logger, exc, message, quiet=self.quiet_failures)
 
     def refresh_if_due(self) -> bool:
         """One look of the thread: refresh when an interval passed since the last refresh
@@ -211,15 +218,21 @@ class Presence:
         new types at once. Nothing when the store keeps no registry."""
         if not self.enabled:
             return
+        if self._stop.is_set():
+            return
+        # Not under the lock: a store that does not answer holds this write up, and a
+        # shutdown meanwhile must not wait for it to stop the thread.
+        self.beat()
         with self._lock:
-            if self._stop.is_set():
-                return
-            self.beat()
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(target=self._run, name="durabl-presence", daemon=True)
-            self._thread.start()
-            _track(self)  # a process that ends without a shutdown takes its entry along
+            stopped = self._stop.is_set()
+            if not stopped and self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="durabl-presence", daemon=True
+                )
+                self._thread.start()
+                _track(self)  # a process that ends without a shutdown takes its entry along
+        if stopped and self._thread is None:
+            self.remove()  # stopped during the first write: no thread will remove it
 
     def _run(self) -> None:
         while not self._stop.wait(self.until_next_look()):
@@ -229,13 +242,18 @@ class Presence:
                 logger.warning("could not check this worker's registry entry", exc_info=True)
         self.remove()
 
-    def stop(self, timeout: float) -> None:
+    def stop(self, timeout: float | None) -> None:
         """End the thread, which removes the entry as it leaves; waits up to ``timeout``
-        for it. With 0 the removal only starts: the drain does that first, and waits at
-        its end."""
+        for it. With None the removal only starts: the drain does that first, and waits
+        at its end. A thread still busy after the wait is abandoned (a store that does not
+        answer): what it meets later, a closed store most likely, is logged at DEBUG."""
         with self._lock:
             self._stop.set()
             thread = self._thread
         _untrack(self)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if timeout is None or thread is None or thread is threading.current_thread():
+            return
+        thread.join(timeout)
+        if thread.is_alive():
+            self.quiet_failures = True
+            self.failures.quiet = True

@@ -7,6 +7,7 @@ import threading
 
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import JobEvent, ReapReport, StartReaperResult
+from durabl.runtime.outages import OutageLog, log_failure
 from durabl.runtime.run import Runtime, dead_letter
 from durabl.stores.base import Backend
 
@@ -26,6 +27,14 @@ class Reaper:
     def __init__(self, runtime: Runtime, *, interval: float) -> None:
         self.runtime = runtime
         self.interval = interval
+        #: Failed sweeps, and failed prunes: one line as they start failing, one when they
+        #: work again.
+        self.failures = OutageLog(
+            logger, "the reaper's sweep", ("sweep", "sweeps"), clock=runtime.clock
+        )
+        self.prune_failures = OutageLog(
+            logger, "pruning finished jobs", ("prune", "prunes"), clock=runtime.clock
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -40,14 +49,15 @@ class Reaper:
             try:
                 report = self.backend.reap(self.runtime.visibility_timeout)
             except Exception as exc:
-                logger.exception("reaper sweep failed")
+                self.failures.failed(exc)
                 self.runtime.emit(JobEvent("reaper-error", error=exc))
                 return total
+            self.failures.succeeded()
             total = report if total is None else _merge(total, report)
             if not report.saturated or self._stop.is_set():
                 break
         assert total is not None
-        prune_finished(self.runtime)
+        prune_finished(self.runtime, self.prune_failures)
         dead_letter_stalled(self.runtime, total)
         if total.handled:
             logger.info(
@@ -127,19 +137,24 @@ class ReaperSlot:
             reaper.stop(timeout)
 
 
-def prune_finished(runtime: Runtime) -> None:
+def prune_finished(runtime: Runtime, failures: OutageLog | None = None) -> None:
     """A sweep's retention step: with ``JobQueue(retention=...)`` set, delete the finished
-    jobs past it (errors are logged and reported as ``reaper-error``; the next sweep tries
-    again)."""
+    jobs past it (errors are reported as ``reaper-error`` and logged, through ``failures``
+    for the periodic sweeps; the next sweep tries again)."""
     retention = runtime.retention
     if retention is None:
         return
     try:
         pruned = runtime.backend.prune(older_than=retention)
     except Exception as exc:
-        logger.exception("reaper: pruning finished jobs failed")
+        if failures is None:
+            log_failure(logger, exc, "reaper: pruning finished jobs failed")
+        else:
+            failures.failed(exc)
         runtime.emit(JobEvent("reaper-error", error=exc, op="prune"))
         return
+    if failures is not None:
+        failures.succeeded()
     if pruned:
         logger.info("reaper pruned %d finished job(s) older than %g s", pruned, retention)
 

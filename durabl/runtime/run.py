@@ -44,6 +44,7 @@ from durabl.model.sync import Flag
 from durabl.runtime.completer import Completer
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
+from durabl.runtime.outages import log_failure
 from durabl.runtime.registry import RunRegistry
 from durabl.runtime.tracebacks import format_failure_traceback
 from durabl.stores.base import Backend, Completion
@@ -490,8 +491,8 @@ class ManagedRun:
             return RunOutcome(error, None, "lease-lost")
         try:
             result = self._write(error)
-        except Exception:
-            self._write_failed()
+        except Exception as exc:
+            self._write_failed(exc)
             return RunOutcome(error, None, "write-failed")
         self._report(error, result, duration)
         if error is not None and result.status == "failed-terminal":
@@ -528,13 +529,10 @@ class ManagedRun:
                 self._state = "done"
             self._over()
 
-    def _write_failed(self, exc: BaseException | None = None) -> None:
-        logger.error(
-            "could not record the outcome of job %s; the reaper will recover it",
-            self.handle.id,
-            exc_info=exc if exc is not None else True,
-            extra={"job_id": self.handle.id, "type": self.handle.type},
-        )
+    def _write_failed(self, exc: BaseException) -> None:
+        extra = {"job_id": self.handle.id, "type": self.handle.type}
+        message = "could not record the outcome of job %s; the reaper will recover it"
+        log_failure(logger, exc, message, self.handle.id, extra=extra)
 
     def _write(self, error: BaseException | None) -> JobResult:
         backend = self.runtime.backend

@@ -24,6 +24,7 @@ from durabl.model.options import NewJob
 from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule, build_schedule, plan_firing, tick_job
 from durabl.runtime.forward import takes_like
+from durabl.runtime.outages import OutageLog, log_failure
 from durabl.stores.base import Backend
 
 #: At most one store query per this many seconds per process, however many schedules.
@@ -85,6 +86,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         #: Passes made (each one store query); for tests and the idle-cost measure.
         self.passes = 0
+        #: Failed passes (retried every ERROR_BACKOFF s): one line as they start, one after.
+        self.failures = OutageLog(logger, "the scheduler's pass", ("pass", "passes"), clock=clock)
 
     def _check_store(self) -> None:
         if not self.backend.supports_schedules:
@@ -115,9 +118,10 @@ class Scheduler:
             at = self.now() if now is None else now
             try:
                 next_run_at = self._fire(schedule, at)
-            except Exception:  # one schedule's trouble (say a dedupe scope clash) is its own
-                self.logger.exception(
-                    "schedule %s could not fire", schedule.name, extra={"schedule": schedule.name}
+            except Exception as exc:  # one schedule's trouble (a dedupe scope clash) is its own
+                extra = {"schedule": schedule.name}
+                log_failure(
+                    self.logger, exc, "schedule %s could not fire", schedule.name, extra=extra
                 )
                 next_run_at = at + timedelta(seconds=ERROR_BACKOFF)
             if next_run_at is not None and (earliest is None or next_run_at < earliest):
@@ -183,10 +187,11 @@ class Scheduler:
             self._wake.clear()  # a wake() from here on cuts the coming sleep short
             try:
                 earliest = self.run_once()
-            except Exception:
-                self.logger.exception("scheduler pass failed; retrying in %gs", ERROR_BACKOFF)
+            except Exception as exc:
+                self.failures.failed(exc)
                 wait = ERROR_BACKOFF
             else:
+                self.failures.succeeded()
                 wait = MAX_SLEEP
                 if earliest is not None:
                     until = (earliest - self.now()).total_seconds()

@@ -46,9 +46,9 @@ class Drain:
     stop_reaper: Callable[[float], None]
     stop_pickup: Callable[[float], None]
     #: Removes the queue's entry from the workers registry, given how long to wait for it
-    #: (0: start the removal and return). Started once the runs are over or being handed
-    #: back, waited for last.
-    stop_presence: Callable[[float], None] = field(default=lambda timeout: None)
+    #: (None: start the removal and return). Started once the runs are over or being
+    #: handed back, waited for last.
+    stop_presence: Callable[[float | None], None] = field(default=lambda timeout: None)
     future: Future[None] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _owner: bool = field(default=False, init=False)
@@ -122,7 +122,7 @@ class Drain:
         # From here the queue runs nothing of its own: its registry entry goes now, on the
         # presence thread, beside the releases and joins below (which a handler that
         # ignores its signal can stretch to the end of the grace); the end waits for it.
-        self.stop_presence(0.0)
+        self.stop_presence(None)
         for run in self.runs.snapshot():
             result = _release(run, left(hard, RELEASE_WRITE_TIMEOUT))
             if result is not None:

@@ -24,7 +24,8 @@ from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
-from durabl.runtime.heartbeat import HeartbeatThread
+from durabl.runtime.heartbeat import HeartbeatThread, heartbeat_outage_log
+from durabl.runtime.outages import OutageLog
 from durabl.runtime.run import (
     ManagedRun,
     Runtime,
@@ -249,10 +250,23 @@ class Processor:
         self._poller: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
         self._hosts: list[HeartbeatThread] = []
+        # One line when claims start failing and one when they work again, not one a poll.
+        self.claim_failures = OutageLog(
+            logger,
+            f"claiming {self.type} jobs",
+            ("claim", "claims"),
+            clock=self.runtime.clock,
+            extra={"type": self.type},
+        )
+        # The heartbeats of this processor's worker threads share one log.
+        self.heartbeat_failures = heartbeat_outage_log(self.type, self.runtime.clock)
         # Every outcome is written by one thread (completions in batches), while workers
         # run on.
         self.completer: Completer[ManagedRun] = Completer(
-            self.runtime.backend, f"durabl-completer-{self.type}", on_written=self._after_write
+            self.runtime.backend,
+            f"durabl-completer-{self.type}",
+            on_written=self._after_write,
+            clock=self.runtime.clock,
         )
 
     # -- one step, for tests and for the poller ------------------------------------------
@@ -350,6 +364,7 @@ class Processor:
             host = HeartbeatThread(
                 f"durabl-heartbeat-{self.type}-{n}",
                 self.heartbeat_interval or self.runtime.visibility_timeout / 3,
+                failures=self.heartbeat_failures,
             )
             self._hosts.append(host)
             thread = threading.Thread(
@@ -390,10 +405,11 @@ class Processor:
             try:
                 got = self.poll_once(limit)
                 self._errors = 0
-            except Exception:
+                self.claim_failures.succeeded()
+            except Exception as exc:
                 self._errors += 1
                 got = 0
-                logger.exception("claiming %s jobs failed", self.type, extra={"type": self.type})
+                self.claim_failures.failed(exc)
             if got and self._should_refill():
                 limit = None
                 continue

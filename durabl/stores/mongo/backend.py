@@ -192,6 +192,12 @@ class MongoJobQueue(StoreBase):
     def close(self) -> None:
         self.store.close()
 
+    def delete_worker(self, worker_id: str) -> bool:
+        # A queue's last write as it stops or its process exits: bounded, whatever the URL's
+        # server selection timeout, so a server that is down does not hold the exit up.
+        with self.store.bounded(self.store.registry_removal_timeout):
+            return self.workers.delete(worker_id)
+
     def drop(self) -> None:
         """Delete the collection (tests and the demo)."""
         self.store.drop()

@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 
 import pymongo
 from bson.codec_options import CodecOptions
+from pymongo import common
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
+from pymongo.read_preferences import Primary, PrimaryPreferred, ReadPreference
 from pymongo.write_concern import WriteConcern
 
 from durabl.model.clock import Clock, as_utc
@@ -43,6 +45,17 @@ NO_RECEIPTS = {"receipts": 0}
 #: set has the write, in its journal. An acknowledged job then survives a crash of the
 #: primary and the rollback a failover makes of writes only it had (docs/operations.md).
 DURABLE_WRITE_CONCERN = WriteConcern(w="majority", j=True)
+#: Seconds :meth:`MongoStore.close` gives pymongo to end the client's server sessions.
+CLOSE_TIMEOUT = 0.5
+#: Seconds a queue's registry entry's removal may take (its last write as it shuts down or
+#: its process exits; within the drain's grace and the exit's wait).
+REGISTRY_REMOVAL_TIMEOUT = 1.0
+#: How often pymongo looks again for a usable server while it has none
+#: (``common.MIN_HEARTBEAT_INTERVAL``): its deadlines are checked only that often.
+SELECTION_STEP = common.MIN_HEARTBEAT_INTERVAL
+#: A pymongo deadline that is past by the time pymongo looks at it: fail without waiting
+#: (``pymongo.timeout(0)`` would mean no deadline at all).
+NO_WAIT = 1e-6
 
 
 # mongomock is not thread-safe, and two backends may share one mongomock database: one
@@ -82,6 +95,9 @@ class MongoStore:
     once :meth:`startup` created the indexes, and ``supports_push`` once it verified change
     streams.
     """
+
+    #: How long the removal of a queue's registry entry may take (backend.delete_worker).
+    registry_removal_timeout = REGISTRY_REMOVAL_TIMEOUT
 
     def __init__(
         self,
@@ -144,12 +160,26 @@ class MongoStore:
 
     @contextlib.contextmanager
     def bounded(self, timeout: float | None) -> Iterator[None]:
-        """Bound every server round trip inside, retries included (pymongo's CSOT)."""
+        """Bound every server round trip inside, retries included (pymongo's CSOT), so
+        that the whole takes at most ``timeout`` even while no server answers."""
         if timeout is None or self.lock is not None:
             yield
             return
-        with pymongo.timeout(timeout):
+        with pymongo.timeout(self.deadline_for(timeout, ReadPreference.PRIMARY)):
             yield
+
+    def deadline_for(self, timeout: float, read_preference: Primary | PrimaryPreferred) -> float:
+        """The pymongo deadline that keeps a call within ``timeout`` seconds.
+
+        While no server for ``read_preference`` is known up, pymongo waits for one in
+        steps of :data:`SELECTION_STEP` and looks at its deadline only between them, so it
+        overruns the deadline by up to a step: such a call gets a step less (and a
+        deadline already past, so no wait at all, when ``timeout`` is shorter than a step).
+        With a server up, it selects at once and the call gets all of ``timeout``."""
+        description = self.db.client.topology_description
+        if description.apply_selector(read_preference, None):
+            return timeout
+        return max(timeout - SELECTION_STEP, NO_WAIT)
 
     def call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
         """Run ``fn`` under the mongomock guard; repeat transient errors when ``retry``. The
@@ -218,8 +248,20 @@ class MongoStore:
         self.supports_push = True
 
     def close(self) -> None:
-        if self.owns_client:
-            self.db.client.close()
+        """Close the client if this store opened it, without waiting for a server that is
+        down: pymongo's ``close()`` first ends the client's server sessions, which waits a
+        whole server selection timeout when no server answers (a worker's exit with it).
+        Ending them is a courtesy (the server drops idle sessions itself), so it gets
+        :data:`CLOSE_TIMEOUT`, and no wait at all when no server is known to be up."""
+        if not self.owns_client:
+            return
+        client = self.db.client
+        if self.mock:
+            client.close()
+            return
+        # pymongo ends the sessions on the server it selects for primaryPreferred reads.
+        with pymongo.timeout(self.deadline_for(CLOSE_TIMEOUT, ReadPreference.PRIMARY_PREFERRED)):
+            client.close()
 
     def drop(self) -> None:
         """Delete the collection (tests and the demo)."""
