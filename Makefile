@@ -10,7 +10,7 @@ EXAMPLE := examples/shop
 DEBIAN_TEST_PACKAGES := chromium chromium-driver fonts-dejavu-core pgbouncer
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint typecheck check-example test-packages format bench docs clean
+.PHONY: help demo test test-unit lint typecheck check-example test-packages format bench docs clean chaos
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
@@ -36,6 +36,11 @@ test-unit: $(STAMP) ## Only the fast unit tests
 .PHONY: test-mongo
 test-mongo: $(STAMP) ## Only the real-MongoDB lane: MONGO_URL's replica set, else the SecantusDB wire server
 	DURABL_REQUIRE_MONGO=1 $(BIN)/python -m pytest tests -k "mongodb or changestream_real" -rs $(PYTEST_ARGS)
+
+CHAOS_MINUTES ?= 30
+chaos: $(STAMP) test-packages ## The long fault campaign: CHAOS_MINUTES of random faults on every store (seed printed; DURABL_CHAOS_REPLAY replays a run)
+	DURABL_CHAOS_MINUTES=$(CHAOS_MINUTES) $(BIN)/python -m pytest tests/chaos/test_campaign.py \
+		-k long -m chaos -s -rs -o faulthandler_timeout=0 $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format check) and the import contracts (layers)
 	$(BIN)/ruff check durabl durabl_django tests bench examples

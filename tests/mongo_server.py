@@ -135,3 +135,88 @@ class WireServer:
                 self.process.wait(timeout=10)
         self._log.close()
         shutil.rmtree(os.path.dirname(self.log_path), ignore_errors=True)
+
+
+@dataclass
+class DiskWireServer:
+    """A wire server on a data directory of its own, for the fault campaign (tests/chaos):
+    it can be stopped, killed and started again on the same port with its data (each
+    commit synced, so a SIGKILL loses nothing it acknowledged). :meth:`stop` ends it for
+    good and removes the directory."""
+
+    directory: str
+    port: int
+    current: WireServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/?replicaSet=secantus"
+
+    @classmethod
+    def start(cls) -> DiskWireServer:
+        """Start one on a fresh directory, or raise :class:`NoServerError`."""
+        server = cls(tempfile.mkdtemp(prefix="durabl-wire-disk-"), free_port())
+        try:
+            server.launch()
+        except NoServerError:
+            server.stop()
+            raise
+        return server
+
+    def launch(self) -> None:
+        """Start the server process on the directory and wait until it answers."""
+        executable = find_executable()
+        if executable is None:
+            raise NoServerError(
+                f"{EXECUTABLE} not found: install the test extra (pip install -e '.[test]')"
+            )
+        log_path = os.path.join(self.directory, "server.log")
+        log = open(log_path, "ab")  # noqa: SIM115 - closed by halt()
+        process = subprocess.Popen(
+            [
+                executable,
+                *("--host", "127.0.0.1", "--port", str(self.port)),
+                *("--storage-path", os.path.join(self.directory, "data")),
+                "--sync-on-commit",
+                "--enable-test-commands",
+                *("--log-level", "WARNING"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.current = WireServer(process, self.port, log_path, log)
+        self.current.wait_ready()
+
+    @property
+    def pid(self) -> int | None:
+        running = self.current
+        return running.process.pid if running and running.process.poll() is None else None
+
+    def halt(self, *, kill: bool = False) -> None:
+        """End the server process (SIGTERM, or SIGKILL when ``kill``); the data stays."""
+        running, self.current = self.current, None
+        if running is None:
+            return
+        if running.process.poll() is None:
+            if kill:
+                running.process.kill()
+            else:
+                running.process.terminate()
+            try:
+                running.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                running.process.kill()
+                running.process.wait(timeout=10)
+        running._log.close()
+
+    def restart(self, *, kill: bool = False) -> None:
+        """:meth:`halt`, then :meth:`launch` again on the same port and data."""
+        self.halt(kill=kill)
+        self.launch()
+
+    def stop(self) -> None:
+        """End the server and remove its directory."""
+        self.halt()
+        shutil.rmtree(self.directory, ignore_errors=True)

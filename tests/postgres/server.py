@@ -13,9 +13,11 @@ import glob
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
 START_TIMEOUT = 30
@@ -170,3 +172,99 @@ class ThrowawayServer:
             except NoServerError:
                 pass
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- faults, for the campaign in tests/chaos: the same cluster, its data kept ---------
+    @property
+    def socket_url(self) -> str:
+        """The ``test`` database through the server's Unix socket (in :attr:`directory`),
+        which a client reaches from any network namespace."""
+        return f"postgresql://postgres@/test?host={self.directory}&port={self.port}"
+
+    def postmaster_pid(self) -> int | None:
+        """The running postmaster's process id, or None."""
+        try:
+            with open(os.path.join(self.data, "postmaster.pid"), encoding="utf-8") as pid_file:
+                pid = int(pid_file.readline().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: sessions ended cleanly; ``immediate``: no shutdown
+        checkpoint, crash recovery at start) and start it again with the options it had, on
+        the same port; or just start it when it is down (killed, stopped)."""
+        log = os.path.join(self.directory, "server.log")  # else its output holds our pipe
+        self.run(
+            "pg_ctl",
+            "-D",
+            self.data,
+            "-l",
+            log,
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            str(START_TIMEOUT),
+            "restart",
+        )
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """Stop the server and keep its data: :meth:`restart` starts it again."""
+        self.run("pg_ctl", "-D", self.data, "-m", mode, "-w", "stop")
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every process of the cluster at once (a machine that
+        dies, as far as the clients see), then wait until none is left; the data stays
+        for :meth:`restart` (crash recovery)."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return
+        pids = [pid, *_children(pid)]
+        for each in pids:
+            try:
+                os.kill(each, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline and any(_alive(each) for each in pids):
+            time.sleep(0.05)  # processes of another user: nothing to wait on but /proc
+
+    def terminate_backends(self, database: str, application_name: str) -> int:
+        """``pg_terminate_backend`` every session of ``database`` whose application name
+        starts with ``application_name``; how many were ended."""
+        import psycopg
+
+        admin = f"postgresql://postgres@/postgres?host={self.directory}&port={self.port}"
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name LIKE %s AND pid <> pg_backend_pid()",
+                (database, application_name + "%"),
+            ).fetchall()
+        return sum(1 for (ended,) in rows if ended)
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids whose parent is ``pid`` (from /proc)."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is still in the process table: a zombie counts, since pg_ctl and a
+    new postmaster both take a process id that answers a signal for a live server."""
+    return os.path.exists(f"/proc/{pid}")
