@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durabl.cli.args import positive_int_arg, positive_seconds_arg
+    from durabl.cli.exits import ExitDeadline
     from durabl.model.abort import AbortSignal, Handler, JobAborted, JobContext
     from durabl.model.activity import TypeActivity, total_stats
     from durabl.model.clock import Seconds
@@ -87,6 +88,7 @@ __all__ = [
     "DocumentTooLargeError",
     "DummyBackend",
     "DurablError",
+    "ExitDeadline",
     "FAILURE_KINDS",
     "FailureKind",
     "FatalJobError",
@@ -158,6 +160,7 @@ __all__ = [
 # where each name lives; ``name: "module:attribute"`` where the two names differ.
 _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.cli.args": ("positive_int_arg", "positive_seconds_arg"),
+    "durabl.cli.exits": ("ExitDeadline",),
     "durabl.model.abort": ("AbortSignal", "Handler", "JobAborted", "JobContext"),
     "durabl.model.activity": ("TypeActivity", "total_stats"),
     "durabl.model.clock": ("Seconds",),

@@ -3,7 +3,11 @@
 Stopping: the first SIGTERM/SIGINT starts durabl's drain (``queue.install_signal_handlers``);
 the main thread waits on an event set when ``queue.draining`` resolves, then returns. A
 second signal during the drain ends the process at once with exit code 1: running jobs are
-abandoned, and their leases expire for the reaper to hand them back.
+abandoned, and their leases expire for the reaper to hand them back. Should the process
+still be alive the shutdown timeout plus 2.5 s after the first signal (an exit hook, a
+thread that is not a daemon, a store that does not answer), the command's
+``durabl.ExitDeadline`` ends it then, with exit code 1 and a line on stderr, as it does
+``durabl worker``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from durabl import Job, JobEvent, JobQueue, QueueShutdownError
 from durabl_django.registry import JobSpec, registry
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-ABORT_EXIT_CODE = 1  # a second signal: stopped without waiting for running jobs
+ABORT_EXIT_CODE = 1  # a second signal, or the exit deadline: stopped without a clean exit
 
 
 def fresh_connections(job: Job[Any], proceed: Callable[[], object]) -> object:
@@ -140,6 +144,7 @@ class Runner:
         stdout: Output | None = None,
         stderr: Output | None = None,
         hard_exit: Callable[[int], object] = os._exit,
+        exit_deadline: durabl.ExitDeadline | None = None,
     ) -> None:
         self.queue = queue
         self.specs = specs
@@ -150,6 +155,10 @@ class Runner:
         self.stdout: Output = stdout or sys.stdout
         self.stderr: Output = stderr or sys.stderr
         self.hard_exit = hard_exit
+        #: Ends the process if it has not exited in time after the first signal: started
+        #: by :meth:`start`, armed by the first signal (the command's; a runner in a
+        #: process that goes on after it, a test's, has none).
+        self.exit_deadline = exit_deadline
         self.drained = threading.Event()
         self.released = 0  # runs the drain handed back after its timeout
         self._durabl_handlers: dict[int, Any] = {}
@@ -159,6 +168,8 @@ class Runner:
         """Connect, start the workers and the reaper, and take over the signals."""
         self.queue.add_event_sink(self._count_release, kinds=("shutdown-released",))
         self.queue.startup()
+        if self.exit_deadline is not None:  # its thread starts here, not in a handler
+            self.exit_deadline.start()
         self._uninstall = self.queue.install_signal_handlers(timeout=self.shutdown_timeout)
         for sig in SIGNALS:  # ours runs first and passes the first signal on to durabl's
             self._durabl_handlers[sig] = signal.signal(sig, self._on_signal)
@@ -176,6 +187,7 @@ class Runner:
                 # A signal came while the processors were starting: its drain takes over.
         else:  # a signal reached durabl's handler before ours
             self._signalled = True
+            self._arm_exit_deadline()
             self._watch_drain()
 
     def _start_processing(self) -> None:
@@ -198,6 +210,7 @@ class Runner:
             self.hard_exit(ABORT_EXIT_CODE)
             return
         self._signalled = True
+        self._arm_exit_deadline()
         self.stderr.write(
             f"durabl: {signal.Signals(signum).name} received, draining (up to "
             f"{self.shutdown_timeout:g} s; signal again to stop at once)\n"
@@ -207,6 +220,10 @@ class Runner:
         durabl_handler(signum, frame)
         self._watch_drain()
 
+    def _arm_exit_deadline(self) -> None:
+        if self.exit_deadline is not None:
+            self.exit_deadline.arm()
+
     def _watch_drain(self) -> None:
         future = self.queue.draining
         if future is None:  # the drain did not start: nothing to wait for
@@ -215,7 +232,8 @@ class Runner:
             future.add_done_callback(lambda _: self.drained.set())
 
     def wait(self) -> None:
-        """Block until the drain started by a signal is done, then restore the signals."""
+        """Block until the drain started by a signal is done, then restore the signals.
+        The exit deadline, armed by the signal, goes on: the process must end within it."""
         try:
             self.drained.wait()
         finally:

@@ -10,9 +10,10 @@ The main thread only waits: a signal starts the drain on a helper thread (at onc
 while the processors are still starting), and the main thread prints what the drain still
 waits for every few seconds. The drain ends within the timeout plus
 :data:`~durabl.runtime.shutdown.DRAIN_GRACE`; closing the store and the interpreter's exit
-get :data:`EXIT_GRACE` more, after which the process ends itself (exit 1): nothing that
-does not answer (a store that is down, an exit hook, a thread that is not a daemon) keeps
-it past the bound the operator was promised.
+get :data:`~durabl.cli.exits.EXIT_GRACE` more, after which the process ends itself (exit
+1, :class:`~durabl.cli.exits.ExitDeadline`, which ``manage.py runworkers`` shares): nothing
+that does not answer (a store that is down, an exit hook, a thread that is not a daemon)
+keeps it past the bound the operator was promised.
 """
 
 from __future__ import annotations
@@ -44,20 +45,17 @@ from durabl.cli.common import (
     store_errors,
     store_url,
 )
+from durabl.cli.exits import ABORT_EXIT_CODE as ABORT_EXIT_CODE  # noqa: PLC0414
+from durabl.cli.exits import EXIT_GRACE as EXIT_GRACE  # noqa: PLC0414
+from durabl.cli.exits import ExitDeadline
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.options import DEFAULT_SHUTDOWN_TIMEOUT
 from durabl.runtime.queue import JobQueue
-from durabl.runtime.shutdown import DRAIN_GRACE
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: Seconds between the lines a long drain prints about the jobs it still waits for (at most;
 #: see :func:`drain_report_interval`).
 DRAIN_REPORT_EVERY = 5
-ABORT_EXIT_CODE = 1
-#: Seconds the process may take to end once the drain's bound has passed: closing the store
-#: (bounded by each store) and the interpreter's exit (pymongo's threads take up to half a
-#: second to notice a closed client). Past it, the process stops at once (exit 1).
-EXIT_GRACE = 1.5
 
 
 def configure_worker(sub: Sub) -> None:
@@ -293,36 +291,24 @@ class Worker:
         self.signalled.wait()
         self.start_drain()
 
-    def _exit_deadline(self) -> None:
-        """End the process at the latest :data:`EXIT_GRACE` seconds after the drain's own
-        bound (the timeout plus ``DRAIN_GRACE``), whatever still holds it up then."""
-        self.signalled.wait()
-        limit = self.shutdown_timeout + DRAIN_GRACE + EXIT_GRACE
-        threading.Event().wait(limit)
-        try:
-            print(
-                f"durabl worker: not exited {limit:g} s after the signal (the store or an exit "
-                "hook does not answer): stopping now; jobs not handed back return to pending "
-                "when their lease expires",
-                file=self.err,
-                flush=True,
-            )
-            self.out.flush()
-        finally:
-            self.hard_exit(ABORT_EXIT_CODE)
-
     def install(self) -> None:
         """Take over SIGTERM/SIGINT (restored by :meth:`wait`), with the threads that act
         on the first signal: one starts the drain, one ends the process if its exit
-        overruns the bound."""
+        overruns the bound (the timeout plus ``DRAIN_GRACE`` plus ``EXIT_GRACE``)."""
         self._remove_sink = self.queue.add_event_sink(
             self.count_release, kinds=("shutdown-released",)
         )
-        for act, name in (
-            (self._drain_on_signal, "durabl-drain-on-signal"),
-            (self._exit_deadline, "durabl-exit-deadline"),
-        ):
-            threading.Thread(target=act, name=name, daemon=True).start()
+        threading.Thread(
+            target=self._drain_on_signal, name="durabl-drain-on-signal", daemon=True
+        ).start()
+        ExitDeadline(
+            self.shutdown_timeout,
+            name="durabl worker",
+            stderr=self.err,
+            stdout=self.out,
+            hard_exit=self.hard_exit,
+            armed=self.signalled,
+        ).start()
         self.previous = {sig: signal.signal(sig, self.on_signal) for sig in SIGNALS}
 
     def wait(self) -> int:

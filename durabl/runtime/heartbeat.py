@@ -3,11 +3,17 @@
 Each running claim has its own heartbeat thread. A worker thread keeps one
 :class:`HeartbeatThread` for the claims it runs one after another, so a short job does not
 pay for starting and joining a thread; a run outside a worker pool starts its own.
+
+A run whose handler has ended holds its claim until its outcome is written: in a worker
+pool its processor's completer writes it, and while it waits there (behind other writes,
+or while the store is down) a :class:`LeaseKeeper` goes on renewing its lease, so the
+reaper does not hand the job to another worker for want of renewals.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
@@ -50,6 +56,9 @@ class Heartbeat:
     visibility_timeout: float
     on_lease_lost: Callable[[], None] | None = None
     beats: int = field(default=0, init=False)
+    #: Set when a renewal made while the run's outcome waited to be written answered
+    #: ``lease-lost`` (:meth:`renew_waiting`): the outcome must not be written then.
+    lease_lost: bool = field(default=False, init=False)
     _stop: Flag = field(default_factory=Flag, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
     _host: HeartbeatThread | None = field(default=None, init=False, repr=False)
@@ -87,6 +96,29 @@ class Heartbeat:
         elif self.signal.abort(LEASE_LOST) and self.on_lease_lost is not None:
             self.on_lease_lost()
         return result
+
+    def renew_waiting(self, failures: OutageLog) -> str | None:
+        """One renewal of a lease whose run has ended and whose outcome waits to be written
+        (on a :class:`LeaseKeeper`). The run's signal is left as it was: the handler is
+        over, and the outcome is written past the lease's local deadline too (the write is
+        fenced: refused if the job went to someone else meanwhile). No log lines go with
+        it: they go with the outcome. A ``lease-lost`` answer sets :attr:`lease_lost`."""
+        self._due = self.clock.monotonic() + self.interval
+        try:
+            result = self.backend.heartbeat(self.job_id, self.token)
+        except Exception as exc:
+            failures.failed(exc)
+            return None
+        failures.succeeded()
+        self.beats += 1
+        if result == "lease-lost":
+            self.lease_lost = True
+        return result
+
+    @property
+    def due(self) -> float:
+        """When the next renewal is due (monotonic seconds, on :attr:`clock`)."""
+        return self._due
 
     def start(self, host: HeartbeatThread | None = None) -> None:
         """Start renewing: on ``host`` (a worker's reusable heartbeat thread) or on a
@@ -217,3 +249,80 @@ class HeartbeatThread:
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
+
+
+class LeaseKeeper:
+    """Renews the leases of runs whose handler has ended and whose outcome waits to be
+    written, each when its renewal is due, on one named thread (started with the first
+    lease kept, ended by :meth:`close`). A processor's completer keeps the lease of every
+    outcome handed to it, from hand-over until written, so a run's lease is renewed from
+    its claim until its outcome is in the store, however long the write waits.
+
+    A lease whose renewal answers ``lease-lost`` is no longer kept, and its heartbeat's
+    ``lease_lost`` says so: its outcome must not be written. Keeping and dropping a lease
+    costs a set operation; the thread is woken only when a lease comes due before the time
+    it sleeps until, so a short run's hand-over does not wake it."""
+
+    def __init__(self, name: str, *, failures: OutageLog | None = None) -> None:
+        self.name = name
+        #: Failed renewals: one line as they start failing, one when they work again.
+        self.failures = failures if failures is not None else heartbeat_outage_log(None)
+        self._cond = threading.Condition()
+        self._kept: set[Heartbeat] = set()
+        # The due time the thread sleeps until (on the heartbeats' clock): inf while it
+        # has nothing to keep, -inf while it renews (it looks again right after).
+        self._wake_at = math.inf
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def keep(self, heartbeat: Heartbeat) -> None:
+        """Renew ``heartbeat``'s lease when due, until :meth:`drop`. Nothing once closed."""
+        with self._cond:
+            if self._closed:
+                return
+            self._kept.add(heartbeat)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread.start()
+            elif heartbeat.due < self._wake_at:
+                self._cond.notify()
+
+    def drop(self, heartbeat: Heartbeat) -> None:
+        """Stop renewing ``heartbeat``'s lease (its outcome is written). Does not wait for
+        a renewal in flight: that one is fenced, and harmless once the outcome is in."""
+        with self._cond:
+            self._kept.discard(heartbeat)
+
+    def _loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if not self._kept:
+                    self._wake_at = math.inf
+                    self._cond.wait()
+                    continue
+                first = min(self._kept, key=lambda heartbeat: heartbeat.due)
+                wait = first.due - first.clock.monotonic()
+                if wait > 0:
+                    self._wake_at = first.due
+                    self._cond.wait(wait)
+                    continue
+                self._wake_at = -math.inf
+                self._cond.release()
+                try:
+                    first.renew_waiting(self.failures)
+                except Exception:  # never let it end the thread
+                    logger.exception("renewing the lease of job %s failed", first.job_id)
+                finally:
+                    self._cond.acquire()
+                if first.lease_lost:
+                    self._kept.discard(first)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop renewing and join the thread (bounded: a renewal in flight may hang)."""
+        with self._cond:
+            self._closed = True
+            self._kept.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)

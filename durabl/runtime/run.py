@@ -11,6 +11,7 @@ import copy
 import inspect
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -36,17 +37,20 @@ from durabl.model.job import (
     JobHandle,
     JobResult,
     JournalAppendResult,
+    LogEntry,
 )
 from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
 from durabl.model.payload import check_result
 from durabl.model.schema import PayloadValidationError
 from durabl.model.sync import Flag
-from durabl.runtime.completer import Completer
+from durabl.runtime.completer import Completer, Persist
+from durabl.runtime.failures import describe_error as describe_error  # noqa: PLC0414
+from durabl.runtime.failures import error_text as error_text  # noqa: PLC0414
+from durabl.runtime.failures import is_interrupt as is_interrupt  # noqa: PLC0414
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
 from durabl.runtime.outages import log_failure
 from durabl.runtime.registry import RunRegistry
-from durabl.runtime.tracebacks import format_failure_traceback
 from durabl.stores.base import Backend, Completion
 
 logger = logging.getLogger(__name__)
@@ -215,44 +219,9 @@ class RunOutcome:
         return self.result.status if self.result else None
 
 
-def is_interrupt(exc: BaseException | None) -> bool:
-    """A ``BaseException`` that is not an ``Exception`` (``SystemExit``,
-    ``KeyboardInterrupt``, ...): it still counts as a failed attempt, and an inline run
-    raises it again once the attempt is recorded."""
-    return exc is not None and not isinstance(exc, Exception)
-
-
-def error_text(exc: BaseException) -> str:
-    """``str(exc)``, or its ``repr`` when ``__str__`` raises, or a placeholder: a failure
-    is recorded whatever the exception does when it is printed."""
-    for render in (str, repr):
-        try:
-            return render(exc)
-        except Exception:
-            continue
-    return f"<unprintable {type(exc).__name__}>"
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: message``, the cause chain, then the traceback: what an operator needs.
-    Never raises, whatever the exception's ``__str__`` does."""
-    head = f"{type(exc).__name__}: {error_text(exc)}"
-    if is_interrupt(exc):
-        head += " (raised by the handler: counted as a failed attempt)"
-    lines = [head]
-    seen = {id(exc)}
-    cause = exc.__cause__
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        lines.append(f"caused by {type(cause).__name__}: {error_text(cause)}")
-        cause = cause.__cause__
-    try:
-        trace = format_failure_traceback(exc)  # durabl's own frames folded
-    except Exception:
-        trace = f"(the traceback of {type(exc).__name__} could not be formatted)"
-    lines.append("")
-    lines.append(trace.rstrip())
-    return "\n".join(lines)
+def _once(write: Callable[[], JobResult]) -> JobResult:
+    """An outcome written in the calling thread: one try."""
+    return write()
 
 
 def release_unrun(handle: JobHandle[Any]) -> JobResult:
@@ -468,13 +437,15 @@ class ManagedRun:
         try:
             if completer is None:
                 return self._record(error, duration, lost)
+            # The completer renews the lease until the outcome is written (none when lost).
+            lease = None if lost else self.heartbeat
             if error is None and not lost:
                 job = self.handle
                 completion = Completion(job.id, job.claim_token, self.logs.take(), self._result)
-                completer.submit(self, completion, duration)
+                completer.submit(self, completion, duration, lease=lease)
             else:
                 self._handed_over = (error, duration, lost)
-                completer.submit_outcome(self)
+                completer.submit_outcome(self, lease=lease)
             handed_over = True
             if isinstance(error, SuspendRun):
                 error = None  # a suspension is how the run ended, not a failure
@@ -484,13 +455,21 @@ class ManagedRun:
                 with self._lock:
                     self._state = "done"
 
-    def _record(self, error: BaseException | None, duration: float, lost: bool) -> RunOutcome:
-        """Write the outcome (or, when the lease was lost, only report it) and report it."""
+    def _record(
+        self,
+        error: BaseException | None,
+        duration: float,
+        lost: bool,
+        persist: Persist | None = None,
+    ) -> RunOutcome:
+        """Write the outcome (or, when the lease was lost, only report it) and report it;
+        through ``persist`` (the completer's retries) when given."""
         if lost:
             self._lease_lost()
             return RunOutcome(error, None, "lease-lost")
+        logs = self.logs.take()  # once: a write tried again carries the same lines
         try:
-            result = self._write(error)
+            result = (persist or _once)(lambda: self._write(error, logs))
         except Exception as exc:
             self._write_failed(exc)
             return RunOutcome(error, None, "write-failed")
@@ -503,14 +482,15 @@ class ManagedRun:
             return RunOutcome(error, result, "lease-lost")
         return RunOutcome(error, result, "written")
 
-    def write_outcome(self) -> None:
+    def write_outcome(self, persist: Persist) -> None:
         """The completer's call for an outcome handed over that is not a plain completion
-        (a failure, a suspension, a lost lease): write and report it, one write on its
-        own, then let shutdown and ``done`` waiters know the run is over."""
+        (a failure, a suspension, a lost lease): write it through ``persist`` (tried again
+        while the store is unavailable) and report it, one write on its own, then let
+        shutdown and ``done`` waiters know the run is over."""
         try:
             handed_over, self._handed_over = self._handed_over, None
             if handed_over is not None:
-                self._record(*handed_over)
+                self._record(*handed_over, persist=persist)
         finally:
             with self._lock:
                 self._state = "done"
@@ -534,10 +514,9 @@ class ManagedRun:
         message = "could not record the outcome of job %s; the reaper will recover it"
         log_failure(logger, exc, message, self.handle.id, extra=extra)
 
-    def _write(self, error: BaseException | None) -> JobResult:
+    def _write(self, error: BaseException | None, logs: list[LogEntry]) -> JobResult:
         backend = self.runtime.backend
         job = self.handle
-        logs = self.logs.take()
         if error is None:
             return backend.complete(job.id, job.claim_token, logs=logs, result=self._result)
         if self.signal.aborted and self.signal.reason == CANCELLED:

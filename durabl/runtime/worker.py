@@ -20,12 +20,13 @@ from dataclasses import KW_ONLY, dataclass, field
 from durabl.model.abort import Handler
 from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import DeclaredOptions
-from durabl.model.exceptions import QueueShutdownError
+from durabl.model.exceptions import BackendUnavailableError, QueueShutdownError
 from durabl.model.job import JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
-from durabl.runtime.heartbeat import HeartbeatThread, heartbeat_outage_log
+from durabl.runtime.heartbeat import HeartbeatThread, LeaseKeeper, heartbeat_outage_log
 from durabl.runtime.outages import OutageLog
+from durabl.runtime.pacing import next_poll_wait
 from durabl.runtime.run import (
     ManagedRun,
     Runtime,
@@ -36,12 +37,10 @@ from durabl.runtime.run import (
 
 logger = logging.getLogger(__name__)
 
-POLL_JITTER = 0.2  # each wait is the interval +/- 20 %
 SHORT_RUN_SECONDS = 0.5  # runs shorter than this on average let the poller read ahead
 MIN_READ_AHEAD = 32  # claims waiting for a worker, at most (or concurrency, if larger)
 READ_AHEAD_SECONDS = 0.05  # ...and at most this much work, at the recent pace of runs
 READ_AHEAD_LEASE_SHARE = 0.1  # ...and never more than this share of the lease
-ERROR_BACKOFF_MAX = 30.0
 
 
 def default_lease_owner() -> str:
@@ -243,7 +242,8 @@ class Processor:
         self._outstanding = 0  # claimed and not finished: running or waiting for a worker
         self._run_seconds: float | None = None  # moving average of recent run durations
         self._maybe_more = False
-        self._errors = 0
+        self._errors = 0  # failed claims in a row
+        self._unavailable = False  # the last one failed with the store unavailable
         self._enqueued = 0  # local enqueues since the last poll: how many to claim on wake
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -261,12 +261,13 @@ class Processor:
         # The heartbeats of this processor's worker threads share one log.
         self.heartbeat_failures = heartbeat_outage_log(self.type, self.runtime.clock)
         # Every outcome is written by one thread (completions in batches), while workers
-        # run on.
+        # run on; the leases of the outcomes waiting there are renewed on another.
         self.completer: Completer[ManagedRun] = Completer(
             self.runtime.backend,
             f"durabl-completer-{self.type}",
             on_written=self._after_write,
             clock=self.runtime.clock,
+            leases=LeaseKeeper(f"durabl-leases-{self.type}", failures=self.heartbeat_failures),
         )
 
     # -- one step, for tests and for the poller ------------------------------------------
@@ -395,9 +396,7 @@ class Processor:
             self._maybe_more = True
 
     def _next_wait(self) -> float:
-        if self._errors:
-            return float(min(self.poll_interval * 2.0 ** min(self._errors, 6), ERROR_BACKOFF_MAX))
-        return self.poll_interval * (1 - POLL_JITTER + 2 * POLL_JITTER * self.rand())
+        return next_poll_wait(self.poll_interval, self._errors, self._unavailable, self.rand())
 
     def _poll_loop(self) -> None:
         limit: int | None = None
@@ -408,6 +407,7 @@ class Processor:
                 self.claim_failures.succeeded()
             except Exception as exc:
                 self._errors += 1
+                self._unavailable = isinstance(exc, BackendUnavailableError)
                 got = 0
                 self.claim_failures.failed(exc)
             if got and self._should_refill():

@@ -38,6 +38,10 @@ logger = logging.getLogger("durabl.stores.mongo.backend")
 R = TypeVar("R")
 
 SERVER_TIME_REFRESH = 300.0
+#: Seconds a reading of the server's clock may take (every SERVER_TIME_REFRESH, from the
+#: first operation that needs the time, a registry refresh among them): one given up keeps
+#: the offset measured last (none at first: this host's clock).
+SERVER_TIME_TIMEOUT = 1.0
 DEFAULT_SKEW_ALLOWANCE = 2.0
 #: The projection every read that builds a Job uses: receipts stay in the store.
 NO_RECEIPTS = {"receipts": 0}
@@ -50,6 +54,12 @@ CLOSE_TIMEOUT = 0.5
 #: Seconds a queue's registry entry's removal may take (its last write as it shuts down or
 #: its process exits; within the drain's grace and the exit's wait).
 REGISTRY_REMOVAL_TIMEOUT = 1.0
+#: Seconds a refresh of a queue's registry entry (or a prune of long-gone entries) may
+#: take: one named thread makes them and then the removal, so a refresh that waited a
+#: whole server selection (and its repeats) would hold the removal up at shutdown. A
+#: refresh given up is made again at the next interval; an entry shows gone only after
+#: three intervals without one.
+REGISTRY_REFRESH_TIMEOUT = 1.0
 #: How often pymongo looks again for a usable server while it has none
 #: (``common.MIN_HEARTBEAT_INTERVAL``): its deadlines are checked only that often.
 SELECTION_STEP = common.MIN_HEARTBEAT_INTERVAL
@@ -98,6 +108,8 @@ class MongoStore:
 
     #: How long the removal of a queue's registry entry may take (backend.delete_worker).
     registry_removal_timeout = REGISTRY_REMOVAL_TIMEOUT
+    #: How long a refresh or a prune of the registry may take (:mod:`.workers`).
+    registry_refresh_timeout = REGISTRY_REFRESH_TIMEOUT
 
     def __init__(
         self,
@@ -208,7 +220,8 @@ class MongoStore:
     def _measure_offset(self) -> None:
         try:
             before = self.clock.now()
-            reply = self.db.command("hello")
+            with self.bounded(SERVER_TIME_TIMEOUT):
+                reply = self.db.command("hello")
             after = self.clock.now()
         except PyMongoError as exc:
             logger.debug("could not read server time, using local clock: %s", exc)

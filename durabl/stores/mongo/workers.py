@@ -1,6 +1,11 @@
 """The live workers registry on MongoDB: the four primitives of
 :class:`durabl.stores.base.Backend` on the collection ``<collection>_workers`` (one document
-per worker process, ``_id`` its id), each one command."""
+per worker process, ``_id`` its id), each one command.
+
+The writes a queue's presence thread makes in the background (a refresh, a prune) are
+bounded by ``registry_refresh_timeout``, repeats included, whatever the URL's server
+selection timeout: while no server answers, that thread must stay free for the entry's
+removal at shutdown (bounded by the backend's ``delete_worker``)."""
 
 from __future__ import annotations
 
@@ -29,10 +34,11 @@ class MongoWorkers:
             "active": info.active,
             "heartbeat_interval": info.heartbeat_interval,
         }
-        self.store.call(
-            "upsert_worker",
-            lambda: self.col.replace_one({"_id": info.id}, doc, upsert=True),
-        )
+        with self.store.bounded(self.store.registry_refresh_timeout):
+            self.store.call(
+                "upsert_worker",
+                lambda: self.col.replace_one({"_id": info.id}, doc, upsert=True),
+            )
 
     def load(self) -> list[WorkerInfo]:
         docs = self.store.call("load_workers", lambda: list(self.col.find().sort("_id", 1)))
@@ -55,8 +61,9 @@ class MongoWorkers:
         return result.deleted_count == 1
 
     def prune(self, last_seen_before: datetime) -> int:
-        result = self.store.call(
-            "prune_workers",
-            lambda: self.col.delete_many({"last_seen": {"$lt": last_seen_before}}),
-        )
+        with self.store.bounded(self.store.registry_refresh_timeout):
+            result = self.store.call(
+                "prune_workers",
+                lambda: self.col.delete_many({"last_seen": {"$lt": last_seen_before}}),
+            )
         return int(result.deleted_count)

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durabl import positive_int_arg, positive_seconds_arg
+from durabl import ExitDeadline, positive_int_arg, positive_seconds_arg
 from durabl_django.conf import durabl_settings
 from durabl_django.runtime import get_queue
 from durabl_django.schedules import declare_schedules
@@ -26,7 +26,8 @@ class Command(BaseCommand):
     help = (
         "Run the job handlers declared with @durabl_django.job (and the queues of "
         "durabl_django.tasks.DurablBackend) until SIGTERM or SIGINT, then drain: running "
-        "jobs get --shutdown-timeout seconds to finish. A second signal stops at once."
+        "jobs get --shutdown-timeout seconds to finish. A second signal stops at once, and "
+        "so does a process not exited 2.5 s after the timeout (exit code 1)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -115,10 +116,16 @@ class Command(BaseCommand):
             shutdown_timeout=timeout,
             stdout=self.stdout,
             stderr=self.stderr,
+            # The process ends by the timeout plus 2.5 s, whatever holds its exit up.
+            exit_deadline=ExitDeadline(
+                timeout, name="durabl", stderr=self.stderr, stdout=self.stdout
+            ),
         )
         try:
             runner.start()
         except Exception as exc:  # an unreachable store: one line, not a driver traceback
+            if runner.exit_deadline is not None:
+                runner.exit_deadline.cancel()
             queue.shutdown(timeout=0)
             raise CommandError(
                 f"cannot start the workers on {queue.backend!r}: {type(exc).__name__}: {exc}"
