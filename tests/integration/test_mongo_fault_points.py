@@ -17,7 +17,6 @@ that does not honour it skips the tests that use it, naming it. On the MongoDB s
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -27,7 +26,6 @@ from pymongo import MongoClient
 
 from durabl import Job, JobContext, JobEvent, JobQueue, MongoJobQueue
 from durabl.model.exceptions import BackendUnavailableError
-from tests.conftest import require_mongo
 from tests.integration.fault_runs import (
     DONE_WITHIN,
     JOBS,
@@ -51,32 +49,6 @@ from tests.integration.mongo_faults import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["mongodb"])
-def server(request: pytest.FixtureRequest) -> str:
-    """The server's URL (the parameter names the lane: ``make test-mongo`` selects it)."""
-    return require_mongo()
-
-
-@pytest.fixture
-def fail_point(server: str) -> Iterator[FailPoint]:
-    point = FailPoint(server)
-    try:
-        yield point
-    finally:
-        point.close()  # off, pass or fail
-
-
-@pytest.fixture
-def database(server: str) -> Iterator[str]:
-    name = f"durabl_faults_{uuid.uuid4().hex[:8]}"
-    yield name
-    client: MongoClient[dict[str, Any]] = MongoClient(client_url(server))
-    try:
-        client.drop_database(name)
-    finally:
-        client.close()
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ operation with a short server selection timeout meets the timeout.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,11 +27,9 @@ from pymongo.errors import (
 from durabl import JobQueue, MongoJobQueue
 from durabl.model.exceptions import BackendUnavailableError
 from durabl.stores.mongo.retry import reason
-from tests.conftest import require_mongo
 from tests.integration.mongo_faults import (
     WORKER_APP,
     FailPoint,
-    client_url,
     error,
     not_honoured,
     with_options,
@@ -44,32 +40,6 @@ STATE_CHANGES = [
     (11600, "InterruptedAtShutdown", "the server is shutting down"),
     (10107, "NotWritablePrimary", "the server is no longer primary"),
 ]
-
-
-@pytest.fixture(params=["mongodb"])
-def server(request: pytest.FixtureRequest) -> str:
-    """The server's URL (the parameter names the lane: ``make test-mongo`` selects it)."""
-    return require_mongo()
-
-
-@pytest.fixture
-def fail_point(server: str) -> Iterator[FailPoint]:
-    point = FailPoint(server)
-    try:
-        yield point
-    finally:
-        point.close()  # off, pass or fail
-
-
-@pytest.fixture
-def database(server: str) -> Iterator[str]:
-    name = f"durabl_state_{uuid.uuid4().hex[:8]}"
-    yield name
-    client: MongoClient[dict[str, Any]] = MongoClient(client_url(server))
-    try:
-        client.drop_database(name)
-    finally:
-        client.close()
 
 
 def one_line(exc: BaseException) -> str:
