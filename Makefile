@@ -4,6 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# The test targets run the tests in TEST_WORKERS processes (pytest-xdist; 0: in this one).
+# Most tests wait on subprocesses, servers, leases and timeouts, not on the CPU: a serial
+# run keeps about a quarter of one core busy. Each module runs on one worker (the fault
+# campaign shares its servers across its module), in the order tests/conftest.py gives.
+TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 EXAMPLE := examples/shop
 # Debian packages some tests use (they skip without them): the admin's browser tests
 # (chromium, its driver, a font) and the PostgreSQL tests through PgBouncer.
@@ -28,14 +34,14 @@ demo: $(STAMP) ## Run the demo: a few hundred jobs on a local SQLite file, live 
 	$(BIN)/python -m durabl demo
 
 test: $(STAMP) lint typecheck check-example test-packages ## Lint, type-check, check the example project, run every test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-unit: $(STAMP) ## Only the fast unit tests
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 .PHONY: test-mongo
 test-mongo: $(STAMP) ## Only the real-MongoDB lane: MONGO_URL's replica set, else the SecantusDB wire server
-	DURABL_REQUIRE_MONGO=1 $(BIN)/python -m pytest tests -k "mongodb or changestream_real" -rs $(PYTEST_ARGS)
+	DURABL_REQUIRE_MONGO=1 $(BIN)/python -m pytest tests -k "mongodb or changestream_real" -rs $(XDIST) $(PYTEST_ARGS)
 
 CHAOS_MINUTES ?= 30
 chaos: $(STAMP) test-packages ## The long fault campaign: CHAOS_MINUTES of random faults on every store (seed printed; DURABL_CHAOS_REPLAY replays a run)

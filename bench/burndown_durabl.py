@@ -3,15 +3,15 @@ process, and what the database weighs.
 
 **How the backlog is stored.** durabl has no bulk enqueue yet (``enqueue_many`` is a
 separate planned feature), and one ``queue.enqueue`` per job is one transaction per job:
-minutes for a million. So the backlog goes in through *the store's own insert*: each row
-is built by the store's own ``writes.new_row`` / ``codec.new_document`` from a job checked
-by ``build_new_job`` (exactly what ``enqueue`` stores), and written by the store's own
-insert statement, many rows per transaction (SQLite: ``writes.insert`` in one transaction
-per batch; PostgreSQL: the store's ``insert_pending`` statement, NOTIFY included, through
-``executemany`` in one transaction per batch; MongoDB: ``insert_many``). This reaches past
-the public API into the stores' modules and private attributes; it is labelled so in the
-results (``insert_method``) and in docs/benchmarks.md. The burn-down itself uses only the
-public API.
+minutes for a million. So the backlog goes in through *the store's own insert*: each row is
+built by the store's own ``_new_row`` / ``codec.new_document`` from a job checked by
+``build_new_job`` (exactly what ``enqueue`` stores), and written by the store's own insert
+statement, many rows per transaction (SQLite: its ``insert_pending`` statement, one
+transaction per batch; PostgreSQL: the store's ``insert_pending`` statement, NOTIFY
+included, through ``executemany`` in one transaction per batch; MongoDB: ``insert_many``).
+This reaches past the public API into the stores' modules and private attributes; it is
+labelled so in the results (``insert_method``) and in docs/benchmarks.md. The burn-down
+itself uses only the public API.
 
 **Workers.** Each process opens its own store and ``JobQueue(backend, retention=R)``,
 counts each ``completed`` event (sent once the completion is written) in its own counter
@@ -112,7 +112,7 @@ def _batches(count: int) -> Iterator[list[Any]]:
 class SqliteRun:
     store = "sqlite"
     insert_method = (
-        "direct: the store's writes.new_row + writes.insert (its own INSERT statement), "
+        "direct: the store's _new_row + its insert_pending statement, "
         f"{INSERT_BATCH:,} rows per transaction, on a sqlite3 connection of the harness"
     )
 
@@ -126,8 +126,6 @@ class SqliteRun:
         self.spec: dict[str, Any] = {"store": "sqlite", "path": str(self.path)}
 
     def insert(self, jobs: int) -> float:
-        from durabl.stores.sqlite import writes
-
         backend = open_backend(self.spec)
         backend.startup()
         began = time.perf_counter()
@@ -135,9 +133,9 @@ class SqliteRun:
         try:
             for batch in _batches(jobs):
                 conn.execute("BEGIN IMMEDIATE")
-                now = backend._now_ms()
+                now = backend._now_param()
                 for job in batch:
-                    writes.insert(conn, writes.new_row(job, now))
+                    conn.execute(backend.sql.insert_pending, backend._new_row(job, now))
                 conn.execute("COMMIT")
         finally:
             conn.close()
@@ -200,7 +198,7 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind
 class PostgresRun:
     store = "postgres"
     insert_method = (
-        "direct: the store's writes.new_row + its insert_pending statement (NOTIFY included) "
+        "direct: the store's _new_row + its insert_pending statement (NOTIFY included) "
         f"through psycopg executemany (pipelined), {INSERT_BATCH:,} rows per transaction"
     )
 
@@ -226,21 +224,19 @@ class PostgresRun:
     def insert(self, jobs: int) -> float:
         import psycopg
 
-        from durabl.stores.postgres import writes
-
         backend = open_backend(self.spec)
         backend.startup()
         if self.table_options:
             self._conn.execute(f"ALTER TABLE {self.table} SET ({self.table_options})")
-        q, channel = backend._q, backend._channel
+        insert_pending = backend.sql.insert_pending
         began = time.perf_counter()
         try:
             with psycopg.connect(self.url) as conn:
                 for batch in _batches(jobs):
                     now = backend._now_param()
-                    rows = [writes.new_row(job, channel, now) for job in batch]
+                    rows = [backend._new_row(job, now) for job in batch]
                     with conn.transaction(), conn.cursor() as cur:
-                        cur.executemany(q.insert_pending, rows)
+                        cur.executemany(insert_pending, rows)
             self._conn.execute(f"ANALYZE {self.table}")
         finally:
             backend.close()

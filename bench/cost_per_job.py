@@ -308,7 +308,7 @@ def scenario_retry(store: Store, report: Report, n: int) -> None:
             raise RuntimeError("first attempt fails on purpose")
 
     store.counter.reset()
-    with quiet("durabl.runtime.run"):
+    with quiet("durabl.runtime.reports"):
         queue.process("bench-retry", flaky, concurrency=4, poll_interval=0.05)
         outcomes.wait_for("completed", n)
         counts = store.counter.snapshot()

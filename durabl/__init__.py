@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from durabl.cli.exits import ExitDeadline
     from durabl.model.abort import AbortSignal, Handler, JobAborted, JobContext
     from durabl.model.activity import TypeActivity, total_stats
+    from durabl.model.attempts import Attempt
     from durabl.model.clock import Seconds
     from durabl.model.exceptions import (
         BackendUnavailableError,
@@ -27,24 +28,25 @@ if TYPE_CHECKING:
         StoreNotFoundError,
     )
     from durabl.model.job import (
-        EVENT_KINDS,
         FAILURE_KINDS,
         STATUSES,
         TERMINAL_STATUSES,
-        Attempt,
         FailureKind,
         Job,
-        JobEvent,
         JobHandle,
         JobResult,
         JobStatus,
         LogEntry,
+    )
+    from durabl.model.options import NewJob
+    from durabl.model.reports import (
+        EVENT_KINDS,
+        JobEvent,
         QueueHealth,
         QueueStats,
         ReapReport,
         StartReaperResult,
     )
-    from durabl.model.options import NewJob
     from durabl.model.rules import INDEXED_ORDERS, JOB_ORDER_FIELDS, served_by_index
     from durabl.model.schedule import Schedule
     from durabl.model.schema import PayloadIssue, PayloadValidationError
@@ -158,11 +160,13 @@ __all__ = [
 # SQLite or in-memory application never loads pymongo or bson, and declaring job types
 # (``@durabl.job``) loads no queue (see "Import cost" in docs/api.md). The table says
 # where each name lives; ``name: "module:attribute"`` where the two names differ.
+# (``durabl.job`` is the decorator, a plain function: there is no ``durabl.job`` module.)
 _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.cli.args": ("positive_int_arg", "positive_seconds_arg"),
     "durabl.cli.exits": ("ExitDeadline",),
     "durabl.model.abort": ("AbortSignal", "Handler", "JobAborted", "JobContext"),
     "durabl.model.activity": ("TypeActivity", "total_stats"),
+    "durabl.model.attempts": ("Attempt",),
     "durabl.model.clock": ("Seconds",),
     "durabl.model.exceptions": (
         "BackendUnavailableError",
@@ -181,24 +185,25 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "StoreNotFoundError",
     ),
     "durabl.model.job": (
-        "EVENT_KINDS",
         "FAILURE_KINDS",
         "STATUSES",
         "TERMINAL_STATUSES",
-        "Attempt",
         "FailureKind",
         "Job",
-        "JobEvent",
         "JobHandle",
         "JobResult",
         "JobStatus",
         "LogEntry",
+    ),
+    "durabl.model.options": ("NewJob",),
+    "durabl.model.reports": (
+        "EVENT_KINDS",
+        "JobEvent",
         "QueueHealth",
         "QueueStats",
         "ReapReport",
         "StartReaperResult",
     ),
-    "durabl.model.options": ("NewJob",),
     "durabl.model.rules": ("INDEXED_ORDERS", "JOB_ORDER_FIELDS", "served_by_index"),
     "durabl.model.schedule": ("Schedule",),
     "durabl.model.schema": ("PayloadIssue", "PayloadValidationError"),
@@ -210,7 +215,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_declaration",
         "validate_enqueue",
     ),
-    "durabl.runtime.decorator": ("DeclaredJob",),
+    "durabl.runtime.decorator": ("DeclaredJob", "job"),
     "durabl.runtime.globals": (
         "create_job_queue",
         "get_default_queue",
@@ -232,11 +237,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     for module, names in _HOMES.items()
     for public, _, attribute in (entry.partition(":") for entry in names)
 }
-# ``durabl.job`` is the decorator; the name is also the old module ``durabl/job.py``
-# (``from durabl.job import QueueHealth`` still works), so the attribute is that module,
-# made callable as the decorator: importing it can never rebind the name. (No attribute:
-# the name is the module itself.)
-_LAZY["job"] = ("durabl.job", "")
 
 
 def __getattr__(name: str) -> Any:
@@ -246,9 +246,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     module, attribute = home
-    value = importlib.import_module(module)
-    if attribute:
-        value = getattr(value, attribute)
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value
 

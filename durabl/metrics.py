@@ -18,8 +18,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from durabl.model.job import STATUSES, Job, JobEvent, QueueStats
+from durabl.model.job import STATUSES, Job
 from durabl.model.options import NewJob
+from durabl.model.reports import JobEvent, QueueStats
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

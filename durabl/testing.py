@@ -24,7 +24,7 @@ from durabl.orchestrator.journal import (
     portable,
 )
 from durabl.orchestrator.limits import RunLimits
-from durabl.runtime.run import RunSignal, SuspendRun
+from durabl.runtime.handler import RunSignal, SuspendRun
 
 __all__ = ["FakeClock", "OrchestrationHarness", "SimulatedCrash", "wait_until"]
 

@@ -8,6 +8,10 @@ had, failed instead under ``DURABL_REQUIRE_MONGO=1`` or ``CI=true``); PostgreSQL
 test on tables of its own, skipped with one line when no server answers (failed instead
 when ``DURABL_REQUIRE_POSTGRES=1``). Where that server does not answer (and it is not
 required), a throwaway server is started from the machine's PostgreSQL binaries.
+
+Under pytest-xdist (``make test`` runs ``-n``) the controller decides both servers once,
+before the workers start, and hands their URLs to the workers: one wire server (and at
+most one throwaway PostgreSQL) for the whole run, stopped by the controller at its end.
 """
 
 from __future__ import annotations
@@ -124,6 +128,63 @@ def _start_replica_set() -> str:
     finally:
         client.close()
     return f"mongodb://{host}:{port}/?directConnection=true"
+
+
+#: ``config.workerinput`` key: the servers the xdist controller decided, for its workers.
+SHARED_SERVERS = "durabl_servers"
+#: What a worker takes over of ``_real_mongo`` and ``_postgres`` (the handles stay behind).
+_SHARED_KEYS = ("url", "reason")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist: the controller decides the servers before its workers start (this
+    hook runs before xdist's, which starts them); each worker takes the controller's.
+
+    The wire server takes a large share of a core and a throwaway PostgreSQL an initdb:
+    one each for the run, not one per worker. Every test already works in a database
+    (MongoDB) or on tables (PostgreSQL) of its own, so the workers share them safely."""
+    config = session.config
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        shared = workerinput.get(SHARED_SERVERS)
+        if shared is not None:
+            _real_mongo.update(shared["mongo"])
+            _postgres.update(shared["postgres"])
+    elif config.pluginmanager.has_plugin("dsession"):  # xdist's controller: tests go to workers
+        real_mongo_url()
+        postgres_unavailable()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist, for each worker it starts: the servers decided in :func:`pytest_sessionstart`."""
+    node.workerinput[SHARED_SERVERS] = {
+        "mongo": {key: _real_mongo[key] for key in _SHARED_KEYS if key in _real_mongo},
+        "postgres": {key: _postgres[key] for key in _SHARED_KEYS if key in _postgres},
+    }
+
+
+#: Under xdist (``make test``: ``--dist loadscope --no-loadscope-reorder``) each module goes
+#: to one worker, in collection order: the directories of real processes, servers and
+#: faults, whose modules take half a minute to two minutes, go first, so that no worker
+#: starts one of those while the others have run out of work; then the rest, in many small
+#: modules that even out the workers' ends. A serial run keeps pytest's own order.
+LONG_MODULES_FIRST = ("chaos", "crash", "integration", "e2e", "postgres", "cli", "django", "docs")
+
+
+@pytest.hookimpl(trylast=True)  # the final order: after the plugins that reorder items
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {directory: n for n, directory in enumerate(LONG_MODULES_FIRST)}
+
+    def directory_rank(item: pytest.Item) -> int:
+        parts = item.nodeid.split("/")
+        return (
+            rank.get(parts[1], len(rank)) if parts[0] == "tests" and len(parts) > 2 else len(rank)
+        )
+
+    items.sort(key=directory_rank)  # stable: each directory keeps its own order
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -312,6 +373,8 @@ def queue(backend: Any, clock: FakeClock) -> Iterator[JobQueue]:
 def pytest_report_header(config: pytest.Config) -> str:
     if os.environ.get("MONGO_URL"):
         return "real MongoDB: MONGO_URL"
+    if config.pluginmanager.has_plugin("dsession"):
+        return "real MongoDB: the SecantusDB wire server, one for every worker (MONGO_URL unset)"
     return (
         "real MongoDB: the SecantusDB wire server, started when a test first asks (MONGO_URL unset)"
     )

@@ -20,7 +20,8 @@ from typing import Any, TextIO
 from durabl.cli.common import connect_timeout
 from durabl.model.abort import JobContext
 from durabl.model.exceptions import FatalJobError
-from durabl.model.job import Job, JobEvent, JobHandle, QueueStats
+from durabl.model.job import Job, JobHandle
+from durabl.model.reports import JobEvent, QueueStats
 from durabl.runtime.queue import JobQueue
 from durabl.stores.base import Backend
 from durabl.stores.mongo import MongoJobQueue

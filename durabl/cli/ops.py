@@ -26,7 +26,8 @@ from durabl.cli.common import (
     store_parser,
 )
 from durabl.model.activity import total_stats
-from durabl.model.job import FAILURE_KINDS, STATUSES, Job, QueueStats
+from durabl.model.job import FAILURE_KINDS, STATUSES, Job
+from durabl.model.reports import QueueStats
 from durabl.runtime.queue import JobQueue
 
 #: ``retry --all`` prints a progress line on stderr every this many jobs.

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from durabl.model.job import FAILURE_KINDS, TERMINAL_STATUSES, QueueStats
+from durabl.model.job import FAILURE_KINDS, TERMINAL_STATUSES
+from durabl.model.reports import QueueStats
 
 #: The terminal statuses: a job in one of them has a ``finished_at``.
 FINISHED_STATUSES: tuple[str, ...] = TERMINAL_STATUSES

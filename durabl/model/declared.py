@@ -14,7 +14,7 @@ from typing import Any
 
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job
-from durabl.model.options import build_new_job, check_job_type, check_keywords
+from durabl.model.options import build_new_job, check_job_type
 from durabl.model.schema import PayloadSchema
 
 #: The enqueue options a declared type may set defaults for (None: not set).
@@ -83,11 +83,11 @@ PROCESS_OPTIONS = ("concurrency", "poll_interval", "heartbeat_interval")
 
 @dataclass(frozen=True, kw_only=True)
 class DeclaredOptions:
-    """The options ``@durabl.job`` and ``queue.process`` take after the type (and the
-    handler), as given and not yet checked: how the type's workers run it
-    (:data:`PROCESS_OPTIONS`), then its per-type options (None: not given). Both take
-    their keyword parameters from here (:mod:`durabl.runtime.forward`), so they are
-    written once; :func:`build_type_options` checks the per-type ones."""
+    """The options ``@durabl.job``, ``queue.process`` and ``queue.register`` take after
+    the type (and the handler), as given and not yet checked: how the type's workers run
+    it (:data:`PROCESS_OPTIONS`), then its per-type options (None: not given). Each of
+    them lists these as its keyword parameters and passes them on in one of these;
+    :func:`build_type_options` checks the per-type ones."""
 
     concurrency: int = 1
     poll_interval: Seconds | None = None
@@ -103,13 +103,6 @@ class DeclaredOptions:
     concurrency_key: ConcurrencyKey | None = None
     concurrency_limit: int | None = None
     rate_limit: tuple[int, Seconds] | None = None
-
-    @classmethod
-    def of(cls, what: str, options: Mapping[str, Any]) -> DeclaredOptions:
-        """``options`` as given to ``what`` (``"process()"``...): ``TypeError`` naming
-        ``what`` for a keyword it does not take."""
-        check_keywords(what, options, {option.name for option in fields(cls)})
-        return cls(**options)
 
     def given_type_options(self) -> dict[str, Any]:
         """The per-type options given (not None), by name."""

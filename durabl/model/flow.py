@@ -89,6 +89,12 @@ class RateLimit:
         """When the window holding ``now`` ends (the next one starts)."""
         return self.window_start(now) + timedelta(milliseconds=self.per_millis)
 
+    def started_in(self, window_start: int, started: int, now_millis: int) -> int:
+        """The starts counted in the window of ``now_millis``: ``started``, kept for the
+        window beginning at ``window_start`` (epoch milliseconds), or 0 when that window
+        has ended."""
+        return started if window_start == self.window_of(now_millis) else 0
+
     def allowance(self, started: int) -> int:
         """How many more may start in a window that has seen ``started`` starts."""
         return max(self.limit - started, 0)

@@ -1,69 +1,22 @@
-"""Data types: jobs, handles, lifecycle results, stats and events. Pure: no I/O."""
+"""The job record: statuses, the stored job, a claimed job's handle and the writes fenced
+on its claim token, lifecycle results. Pure: no I/O.
+
+A job's attempt history is :mod:`durabl.model.attempts`; what a queue reports (stats,
+sweeps, health, events) is :mod:`durabl.model.reports`."""
 
 from __future__ import annotations
 
 import functools
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from durabl.model import backoff as _backoff
+from durabl.model.attempts import Attempt, AttemptOutcome, attempt_error
 from durabl.model.backoff import BackoffPolicy
 from durabl.model.payload import check_result
-
-__all__ = [
-    "JobStatus",
-    "TerminalStatus",
-    "FailureKind",
-    "DedupeScope",
-    "BackoffKind",
-    "STATUSES",
-    "TERMINAL_STATUSES",
-    "FAILURE_KINDS",
-    "DEAD_LETTER_KINDS",
-    "DEDUPE_SCOPES",
-    "ResultStatus",
-    "LogEntry",
-    "AttemptOutcome",
-    "ATTEMPT_OUTCOMES",
-    "ATTEMPTS_KEPT",
-    "Attempt",
-    "attempt_error",
-    "add_attempt",
-    "attempt_from_record",
-    "JournalRecord",
-    "Job",
-    "JobResult",
-    "CompleteJobResult",
-    "FailJobResult",
-    "FailFatalJobResult",
-    "ReleaseJobResult",
-    "HeartbeatResult",
-    "CancelOutcome",
-    "CANCELLED",
-    "JournalAppendResult",
-    "MAX_FAIL_REASON_BYTES",
-    "clip_text",
-    "clip_reason",
-    "Completion",
-    "Failure",
-    "Release",
-    "FencedWrites",
-    "JobHandle",
-    "JobFilter",
-    "QueueStats",
-    "ReapReport",
-    "StartReaperResult",
-    "EventKind",
-    "PickupMode",
-    "QueueHealth",
-    "JobEvent",
-    "job_from_fields",
-    "with_lease",
-    "handle_for",
-]
 
 T = TypeVar("T")
 
@@ -106,69 +59,6 @@ class LogEntry:
 
     at: datetime
     message: str
-
-
-AttemptOutcome = Literal[
-    "completed",
-    "retry-scheduled",
-    "failed",
-    "lease-lost",
-    "released",
-    "stalled",
-    "cancelled",
-    "superseded",
-    "invalid-payload",
-]
-ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
-#: How many attempts a job's history keeps (the newest).
-ATTEMPTS_KEPT = 25
-#: The longest one-line error an attempt keeps, in characters.
-ATTEMPT_ERROR_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One claim of a job and how it ended (:attr:`Job.attempt_history`). ``number`` is the
-    job's attempt count during the claim (a released claim gives its attempt back, so the
-    next one has the same number); ``worker`` the claiming process's lease owner; ``error``
-    a one-line summary of the failure (the full text stays in :attr:`Job.fail_reason`)."""
-
-    number: int
-    worker: str | None
-    started_at: datetime | None
-    ended_at: datetime
-    outcome: AttemptOutcome
-    error: str | None = None
-
-
-def attempt_error(reason: str | None) -> str | None:
-    """The one-line summary of a failure reason that an attempt keeps: its first non-blank
-    line (``Type: message`` for a handler's exception), clipped."""
-    if not reason:
-        return None
-    line = next((ln.strip() for ln in reason.splitlines() if ln.strip()), "")
-    if len(line) > ATTEMPT_ERROR_CHARS:
-        line = line[: ATTEMPT_ERROR_CHARS - 1] + "\u2026"
-    return line or None
-
-
-def add_attempt(history: Sequence[Attempt], attempt: Attempt) -> tuple[Attempt, ...]:
-    """``history`` with ``attempt`` appended, the oldest dropped past ATTEMPTS_KEPT."""
-    return (*history, attempt)[-ATTEMPTS_KEPT:]
-
-
-def attempt_from_record(record: Mapping[str, Any], instant: Callable[[Any], datetime]) -> Attempt:
-    """An attempt as the stores keep it (keys ``n``, ``w``, ``s``, ``e``, ``o``, ``x``;
-    ``instant`` reads the store's instants) back as an :class:`Attempt`."""
-    started = record.get("s")
-    return Attempt(
-        number=int(record.get("n") or 0),
-        worker=record.get("w"),
-        started_at=None if started is None else instant(started),
-        ended_at=instant(record["e"]),
-        outcome=record["o"],
-        error=record.get("x"),
-    )
 
 
 JournalRecord = Mapping[str, Any]
@@ -276,7 +166,7 @@ def clip_reason(reason: str) -> str:
     return clip_text(reason, MAX_FAIL_REASON_BYTES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Completion:
     """One finished run to record as completed: what ``complete_many`` takes."""
 
@@ -285,6 +175,13 @@ class Completion:
     logs: Sequence[LogEntry] = ()
     #: The handler's return value (portable, checked), kept as :attr:`Job.result`.
     result: Any = None
+
+    def __init__(
+        self, job_id: str, token: str, logs: Sequence[LogEntry] = (), result: Any = None
+    ) -> None:
+        # Made for every completed run: one write of the instance's dict, not the frozen
+        # dataclass's object.__setattr__ per field.
+        self.__dict__.update(job_id=job_id, token=token, logs=logs, result=result)
 
 
 @dataclass(frozen=True)
@@ -523,133 +420,6 @@ class JobFilter:
         ``failure_kind`` that are set (``search`` is matched its own way)."""
         fields = {"status": self.status, "type": self.type, "failure_kind": self.failure_kind}
         return {name: value for name, value in fields.items() if value is not None}
-
-
-@dataclass(frozen=True)
-class QueueStats:
-    """A point-in-time gauge of one type (or of every type)."""
-
-    pending: int = 0
-    active: int = 0
-    completed: int = 0
-    failed: int = 0
-    superseded: int = 0
-    cancelled: int = 0
-    oldest_pending_run_at: datetime | None = None
-    oldest_pending_lag: float = 0.0
-    failed_by_kind: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReapReport:
-    """What one reaper sweep did."""
-
-    recovered: int = 0
-    stalled: int = 0
-    superseded: int = 0
-    saturated: bool = False
-    job_ids: tuple[str, ...] = ()
-
-    @property
-    def handled(self) -> int:
-        return self.recovered + self.stalled + self.superseded
-
-
-@dataclass(frozen=True)
-class StartReaperResult:
-    status: Literal["started", "already-running"]
-    recovered: int | None = None
-
-
-EventKind = Literal[
-    "claimed",
-    "completed",
-    "failed",
-    "superseded",
-    "cancelled",
-    "fail-fatal",
-    "lease-lost",
-    "reaper-recovered",
-    "reaper-error",
-    "shutdown-released",
-    "suspended",
-    "dead-lettered",
-    "changestream-connected",
-    "changestream-error",
-    "changestream-fallback",
-    "changestream-closed",
-]
-
-#: Every :data:`EventKind`, for checking the kinds a sink asks for.
-EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
-
-PickupMode = Literal["push", "poll"]
-
-
-@dataclass(frozen=True)
-class QueueHealth:
-    """What :meth:`JobQueue.is_healthy` reports. Truthy when ``healthy``.
-
-    ``healthy`` is True until shutdown starts; it is not a database probe. ``pickup`` says
-    how this process learns about new jobs: ``"push"`` while a change stream is connected,
-    else ``"poll"``; ``reason`` says why, in words for people (not an API).
-    """
-
-    healthy: bool
-    pickup: PickupMode
-    reason: str
-    processing: tuple[str, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return self.healthy
-
-
-@dataclass(frozen=True, init=False)
-class JobEvent:
-    """One thing that happened, for metrics. Fields beyond kind/type/job_id depend on kind."""
-
-    kind: str
-    type: str | None = None
-    job_id: str | None = None
-    duration: float | None = None
-    terminal: bool | None = None
-    op: str | None = None
-    handled: int | None = None
-    saturated: bool | None = None
-    error: BaseException | None = None
-    attempt: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def __init__(
-        self,
-        kind: str,
-        type: str | None = None,
-        job_id: str | None = None,
-        duration: float | None = None,
-        terminal: bool | None = None,
-        op: str | None = None,
-        handled: int | None = None,
-        saturated: bool | None = None,
-        error: BaseException | None = None,
-        attempt: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        # Built for every claim and outcome while a sink listens: one write of the
-        # instance's dict, not the frozen dataclass's object.__setattr__ per field.
-        self.__dict__.update(
-            kind=kind,
-            type=type,
-            job_id=job_id,
-            duration=duration,
-            terminal=terminal,
-            op=op,
-            handled=handled,
-            saturated=saturated,
-            error=error,
-            attempt=attempt,
-            extra={} if extra is None else extra,
-        )
 
 
 def job_from_fields(values: dict[str, Any]) -> Job[Any]:

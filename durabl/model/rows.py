@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from durabl.model.job import Attempt, Job, LogEntry, attempt_from_record, job_from_fields
+from durabl.model.attempts import Attempt, attempt_from_record
+from durabl.model.job import Job, LogEntry, job_from_fields
 from durabl.model.tagged_json import decode_payload, encode_payload, from_ms
 
 

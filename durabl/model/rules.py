@@ -17,12 +17,13 @@ from durabl.model.job import (
     FAILURE_KINDS,
     STATUSES,
     TERMINAL_STATUSES,
+    HeartbeatResult,
     JobFilter,
     JobResult,
-    QueueStats,
     ResultStatus,
 )
 from durabl.model.options import NewJob
+from durabl.model.reports import QueueStats, ReapReport
 
 JOB_FILTER_FIELDS = tuple(f.name for f in fields(JobFilter))
 """The keywords ``list_jobs`` and ``count_jobs`` select by."""
@@ -319,3 +320,80 @@ def prefix_upper_bound(prefix: str) -> str | None:
                 step = 0xE000
             return "".join(chars) + chr(step)
     return None
+
+
+# -- decisions each store's writes act on -------------------------------------------------
+def coalesces(job: NewJob) -> bool:
+    """Whether an enqueue that found its dedupe slot taken replaces the payload of the
+    pending job holding it (``coalesce="latest"``; never an active job's)."""
+    return job.coalesce == "latest" and job.dedupe_key is not None
+
+
+def heartbeat_answer(held: bool, cancel_requested: bool) -> HeartbeatResult:
+    """What a heartbeat answers: ``lease-lost`` when its claim is no longer held, else
+    ``cancel-requested`` once a cancellation was requested, else ``applied``."""
+    if not held:
+        return "lease-lost"
+    return "cancel-requested" if cancel_requested else "applied"
+
+
+def journal_holds_append(length: int, position: int, count: int) -> bool:
+    """Whether a journal of ``length`` entries already holds an append of ``count``
+    records at ``position`` (only the claim holder appends, so entries past ``position``
+    are that append, repeated after a lost reply)."""
+    return length >= position + count
+
+
+FailureEnd = Literal["cancel", "fail", "retry"]
+
+
+def failure_end(
+    *, retrying: bool, attempts: int, max_attempts: int, cancel_requested: bool
+) -> FailureEnd:
+    """How a failed run ends: ``cancel`` when a cancellation was requested (it is not put
+    back to pending); ``retry`` (back to pending at the failure's retry time) when the
+    failure allows a retry and attempts remain; else ``fail`` (terminal). A store that
+    cannot move the job back to pending because a follower holds its pending slot
+    supersedes it instead."""
+    if cancel_requested:
+        return "cancel"
+    if retrying and attempts < max_attempts:
+        return "retry"
+    return "fail"
+
+
+ReapOutcome = Literal["recovered", "stalled", "superseded"]
+
+
+def reap_outcome(decision: ReapDecision, superseded: bool) -> ReapOutcome:
+    """What the reaper counts for a job it acted on as ``decision`` said: a cancelled job
+    counts as recovered (its run did stop); a move back to pending that found a follower
+    holding the pending slot counts as superseded."""
+    if decision == "stall":
+        return "stalled"
+    if superseded:
+        return "superseded"
+    return "recovered"
+
+
+class ReapTally:
+    """The counts of one reaper sweep, added job by job, and its report."""
+
+    def __init__(self) -> None:
+        self.counts = {"recovered": 0, "stalled": 0, "superseded": 0}
+        self.job_ids: list[str] = []
+
+    def add(self, job_id: str, outcome: ReapOutcome | None) -> None:
+        """Count ``job_id``'s outcome (None: another process moved it first; not counted)."""
+        if outcome is not None:
+            self.counts[outcome] += 1
+            self.job_ids.append(job_id)
+
+    def report(self, saturated: bool) -> ReapReport:
+        return ReapReport(
+            self.counts["recovered"],
+            self.counts["stalled"],
+            self.counts["superseded"],
+            saturated,
+            tuple(self.job_ids),
+        )

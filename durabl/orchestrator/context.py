@@ -21,7 +21,7 @@ from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import JournalTooLarge, NondeterminismError
 from durabl.model.job import Job, JournalAppendResult
 from durabl.orchestrator import journal as jr
-from durabl.runtime.run import RunSignal, SuspendRun
+from durabl.runtime.handler import RunSignal, SuspendRun
 
 R = TypeVar("R")
 

@@ -21,12 +21,13 @@ from durabl.model.job import JournalAppendResult
 from durabl.model.options import check_job_type
 from durabl.orchestrator.context import Body, HeartbeatStatus, OrchestrationContext
 from durabl.orchestrator.journal import (
+    DEFAULT_MAX_JOURNAL_BYTES,
     StepResultError,
     journal_budget,
 )
 from durabl.orchestrator.limits import RunLimits
-from durabl.runtime.forward import keywords_after_two
-from durabl.runtime.run import ManagedHandler, ManagedRun, check_plain_function
+from durabl.runtime.handler import check_plain_function
+from durabl.runtime.run import ManagedHandler, ManagedRun
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -90,11 +91,21 @@ class OrchestrationHandler(ManagedHandler):
 
     fatal_errors = (NondeterminismError, JournalTooLarge, StepResultError, JournalUnsupportedError)
 
-    @keywords_after_two(RunLimits.checked)
-    def __init__(self, body: Body, **limits: Any) -> None:
+    def __init__(
+        self,
+        body: Body,
+        *,
+        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        step_timeout: Seconds | None = None,
+        max_duration: Seconds | None = None,
+    ) -> None:
         check_plain_function(body, "orchestration body", "bodies")
         self.body = body
-        self.limits = RunLimits.checked(**limits)
+        self.limits = RunLimits.checked(
+            max_journal_bytes=max_journal_bytes,
+            step_timeout=step_timeout,
+            max_duration=max_duration,
+        )
         self.max_journal_bytes = self.limits.max_journal_bytes
         self.step_timeout, self.max_duration = self.limits.step_timeout, self.limits.max_duration
         functools.update_wrapper(self, body, updated=())
@@ -143,13 +154,25 @@ class Orchestrator:
     the queue's backend cannot hold a journal.
     """
 
-    @keywords_after_two(RunLimits.checked)
-    def __init__(self, queue: JobQueue, **defaults: Any) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        *,
+        max_journal_bytes: int | None = None,
+        step_timeout: Seconds | None = None,
+        max_duration: Seconds | None = None,
+    ) -> None:
         if not journal_capable(queue.backend):
             raise _journal_unsupported(queue.backend)
         self.queue = queue
-        RunLimits.checked(**defaults)  # refuse bad defaults now, not at define()
-        self._defaults: dict[str, Any] = defaults
+        given = {
+            "max_journal_bytes": max_journal_bytes,
+            "step_timeout": step_timeout,
+            "max_duration": max_duration,
+        }
+        #: The limits given here, for every define() that does not give its own.
+        self._defaults: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        RunLimits.checked(**self._defaults)  # refuse bad defaults now, not at define()
         self._definitions: dict[str, OrchestrationDefinition] = {}
         self._started: set[str] = set()
 

@@ -8,7 +8,7 @@ defaults under the options of the call, its payload through the type's schema.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -34,25 +34,29 @@ class TypeCatalog:
         """Apply ``options`` to ``type`` in this queue, over its declaration."""
         self._given[type] = options
 
-    def new_job(self, type: str, data: Any, **options: Any) -> NewJob:
-        """A job checked as every enqueue checks it. ``options`` are those of the call; a
-        defaultable one left at None takes the type's default."""
+    def new_job(
+        self, type: str, data: Any, given: Mapping[str, Any], *, now: datetime | None = None
+    ) -> NewJob:
+        """A job checked as every enqueue checks it. ``given``: the enqueue options of the
+        call (an ``EnqueueOptions``, or a schedule's); a defaultable one left at None takes
+        the type's default. ``now`` turns a ``delay`` into an instant."""
+        options = dict(given)
         defaultable = {name: options.pop(name, None) for name in DEFAULTABLE_OPTIONS}
         type_options = self.options(type)
         if type_options is None:
-            return build_new_job(type, data, **given_options(**defaultable), **options)
+            return build_new_job(type, data, **given_options(**defaultable), **options, now=now)
         flow = type_options.flow_options(
             data, options.pop("concurrency_key", None), options.pop("concurrency_limit", None)
         )
         data = type_options.stored_data(data)
         return build_new_job(
-            type, data, **type_options.enqueue_options(defaultable), **flow, **options
+            type, data, **type_options.enqueue_options(defaultable), **flow, **options, now=now
         )
 
     def tick_job(self, schedule: Schedule, tick: datetime) -> NewJob:
         """The job one tick of ``schedule`` enqueues: the schedule's options win over the
         type's defaults."""
-        return self.new_job(schedule.type, schedule.data, run_at=tick, **schedule.options)
+        return self.new_job(schedule.type, schedule.data, {**schedule.options, "run_at": tick})
 
     def declarations(self, types: Iterable[str] | None = None) -> list[Declaration]:
         """The declarations of ``types`` (None: every declared type), sorted by type;

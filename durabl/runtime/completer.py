@@ -1,13 +1,15 @@
 """Outcomes written in the background: one named thread per processor.
 
-A worker whose handler ended hands the run here, whatever its outcome, and takes its next
-job at once. The completer thread writes every completion waiting at that moment with one
-``Backend.complete_many`` call (one transaction on SQLite), then reports each run. While
-one batch is being written the next one gathers, so a busy pool writes many completions
-per transaction and an idle one writes each as soon as it arrives: nothing waits for a
-batch to fill. Every other outcome (a failure, a suspension, a lost lease to report) is
-handed back to its run to write on this thread, one at a time, in the order handed over:
-the stores have no batched failure, and failures are rare enough not to need one.
+A worker whose handler ended hands its run's ending write here (the one write the run
+built for its claim, see :mod:`durabl.runtime.ending`), whatever its outcome, and takes
+its next job at once. The completer thread passes every completion waiting at that moment
+to one ``Backend.complete_many`` call (one transaction on SQLite), then tells each run how
+its write went. While one batch is being written the next one gathers, so a busy pool
+writes many completions per transaction and an idle one writes each as soon as it
+arrives: nothing waits for a batch to fill. Every other write (a failure, a suspension,
+a cancellation) is written on its own, in the order handed over: the stores have no
+batched failure, and failures are rare enough not to need one. A run whose lease was lost
+hands over no write; it is only told, in its turn, so that it reports it.
 
 A handed-over run stays tracked by its queue (and its ``done`` event unset) until its
 outcome is written, so a graceful shutdown waits for it like a running handler; its lease
@@ -15,20 +17,11 @@ is renewed meanwhile (:class:`~durabl.runtime.heartbeat.LeaseKeeper`). Every wri
 still fenced on the run's claim token: a lease lost in the meantime is reported as
 ``lease-lost``, never written over.
 
-**While the store is unavailable** (a write raised
-:class:`~durabl.model.exceptions.BackendUnavailableError`: the server is down, restarting,
-out of reach), an outcome is not given up: its write is tried again, after a short
-jittered wait (:data:`RETRY_FIRST_WAIT` doubling to :data:`RETRY_MAX_WAIT`; a store that
-fails at once is asked about once a second, one that waits for a connection is asked again
-as soon as that wait ends), until it is written, its lease is known lost (a renewal
-answered ``lease-lost``: someone else owns the job), or the shutdown's deadline passes
-(:meth:`Completer.close`). Repeating is safe: the write is fenced by the claim token, and
-a repeat of a write that applied is answered from its receipt. It goes on past the lease's
-local deadline: past it the reaper *may* have handed the job on, and then the fenced write
-is refused (``lease-lost``); if it has not, the write lands and the job does not run
-again. Giving up at the deadline could only lose outcomes, never protect one. Meanwhile
-the waiting outcomes count against :data:`MAX_WAITING`, so the workers stop taking jobs
-whose outcomes could not be written either.
+While the store is unavailable a write is tried again (:mod:`durabl.runtime.retrying`)
+until it is written, its lease is known lost, or the shutdown's deadline passes
+(:meth:`Completer.close`). Meanwhile the waiting outcomes count against
+:data:`MAX_WAITING`, so the workers stop taking jobs whose outcomes could not be written
+either.
 """
 
 from __future__ import annotations
@@ -39,14 +32,16 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.exceptions import BackendUnavailableError
 from durabl.model.job import JobResult
+from durabl.runtime.ending import ClaimWrite, write_alone
 from durabl.runtime.heartbeat import Heartbeat, LeaseKeeper
 from durabl.runtime.outages import OutageLog
+from durabl.runtime.retrying import GaveUp, LeaseLost, WriteRetries, lost
 from durabl.stores.base import Backend, Completion
 
 logger = logging.getLogger(__name__)
@@ -56,37 +51,18 @@ MAX_BATCH = 256
 MAX_WAITING = 2 * MAX_BATCH
 """Most completions handed over and not yet written. A worker that would go past it waits:
 when writes fall behind, workers slow down rather than pile up finished runs."""
-RETRY_FIRST_WAIT = 0.1
-"""Seconds before the second try of a write the store was unavailable for."""
-RETRY_MAX_WAIT = 1.0
-"""The longest wait between two tries, before jitter: an outcome is written within about
-a second of the store answering again (plus the store's own wait for a connection)."""
-RETRY_JITTER = 0.25
-"""Each wait is shortened at random by up to this fraction, so that the processes of a
-fleet do not all try again in step."""
-
-GIVE_UP_MARGIN = 0.1
-"""Seconds before the end of :meth:`Completer.close`'s timeout that retries stop, so that
-the outcomes given up are reported (and their runs let go) within it."""
-
-T = TypeVar("T")
-#: How a run has its own outcome written: the completer calls the write given, again after
-#: each failure while the store is unavailable, and returns its result (or ``lease-lost``
-#: without a try once the lease is known lost).
-Persist = Callable[[Callable[[], JobResult]], JobResult]
 
 
 class CompletionOwner(Protocol):
-    """What hands an outcome over (a managed run): told once its completion is written,
-    or asked to write any other outcome itself, on the completer thread, through the
-    completer's retries."""
+    """What hands a write over (a managed run): told once it is written, on the completer
+    thread."""
 
     @property
     def job_id(self) -> str: ...
 
-    def completion_written(self, result: JobResult | Exception, duration: float) -> None: ...
-
-    def write_outcome(self, persist: Persist) -> None: ...
+    def completion_written(self, result: JobResult | Exception, duration: float) -> None:
+        """The write handed over was recorded (``result``), could not be (the error), or
+        there was none to make (``lease-lost``)."""
 
 
 R = TypeVar("R", bound=CompletionOwner)
@@ -101,43 +77,24 @@ class _Start:
 
 
 @dataclass(frozen=True)
-class _Completion(Generic[R]):
-    """A run's completion, to write in a batch; ``lease`` is renewed until then."""
+class _Handed(Generic[R]):
+    """A run's ending write (None: nothing to write, its lease was lost), to write in
+    its turn; ``lease`` is renewed until then."""
 
     run: R
-    completion: Completion
+    write: ClaimWrite | None
     duration: float
     lease: Heartbeat | None
 
 
-@dataclass(frozen=True)
-class _Outcome(Generic[R]):
-    """A run whose outcome is not a plain completion: the run writes it, one at a time."""
-
-    run: R
-    lease: Heartbeat | None
-
-
-# What the thread takes: a completion, another outcome, a start, or the end marker (None).
-_Item = _Completion[R] | _Outcome[R] | _Start | None
-
-
-class _GaveUp(Exception):
-    """A write the store was unavailable for, given up at the shutdown's deadline."""
-
-    def __init__(self, error: BackendUnavailableError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-class _LeaseLost(Exception):
-    """A write not tried: a renewal made while it waited answered ``lease-lost``."""
+# What the thread takes: a write, a start, or the end marker (None).
+_Item = _Handed[R] | _Start | None
 
 
 class Completer(Generic[R]):
-    """Writes the completions handed to :meth:`submit`, in order, in batches, and has the
-    runs handed to :meth:`submit_outcome` write their other outcomes, in the same order.
-    Keeps renewing the lease given with each until it is written."""
+    """Writes what is handed to :meth:`submit`, in order: completions in batches, any
+    other write on its own. Keeps renewing the lease given with each until it is written,
+    then calls the run back."""
 
     def __init__(
         self,
@@ -169,53 +126,42 @@ class Completer(Generic[R]):
         self._start_lock = threading.Lock()
         #: Renews the leases of the outcomes waiting here (its thread starts with the first).
         self.leases = leases if leases is not None else LeaseKeeper(_leases_name(name))
-        self._rand = rand
-        # Retries stop at this time.monotonic() (set by close(); None: never), and a
-        # retry's wait is cut short when close() sets it.
-        self._give_up_at: float | None = None
-        self._retry_wait = threading.Condition(threading.Lock())
         #: Failed writes and start records: one line when they begin failing, one when
         #: they work again (each job whose outcome is lost has its own line too).
         self.failures = OutageLog(
             logger, f"writing job outcomes ({name})", ("write", "writes"), clock=clock
         )
+        self._retries = WriteRetries(self.failures, rand)
         #: Batches handled, and completions written (for tests and benchmarks).
         self.batches = 0
         self.written = 0
 
     def submit(
-        self, run: R, completion: Completion, duration: float, *, lease: Heartbeat | None = None
+        self,
+        run: R,
+        write: ClaimWrite | None,
+        duration: float,
+        *,
+        lease: Heartbeat | None = None,
     ) -> None:
-        """Queue ``run``'s completion; ``run.completion_written`` is called once written.
+        """Queue ``run``'s ending ``write`` (None: none, its lease was lost) after what was
+        handed over before it; ``run.completion_written`` is called once it is written.
         ``lease`` (the run's heartbeat) is renewed until then. After :meth:`close`, the
         calling thread writes it at once."""
-        item = _Completion(run, completion, duration, lease)
-        if not self._hand_over(item):
-            self._write([item])
-
-    def submit_outcome(self, run: R, *, lease: Heartbeat | None = None) -> None:
-        """Queue ``run`` to write its outcome (not a plain completion) with
-        ``run.write_outcome(persist)`` on the completer thread, after what was handed over
-        before it; ``lease`` is renewed until then. After :meth:`close`, the calling thread
-        has it written at once."""
-        item = _Outcome(run, lease)
-        if not self._hand_over(item):
-            self._write_outcome(item)
-
-    def _hand_over(self, item: _Completion[R] | _Outcome[R]) -> bool:
-        """Queue a terminal item once there is room; False when closed (not queued)."""
-        if item.lease is not None:
-            self.leases.keep(item.lease)  # renewed while it waits, for room too
+        item = _Handed(run, write, duration, lease)
+        if lease is not None:
+            self.leases.keep(lease)  # renewed while it waits, for room too
         with self._room:  # room is made as outcomes are written: see MAX_WAITING
             while self._unwritten >= self._max_waiting:
                 self._room.wait()
             self._unwritten += 1
         with self._start_lock:  # never queued behind close()'s end marker
-            if self._closed:
-                return False
-            self._start()
-            self._items.put(item)
-            return True
+            closed = self._closed
+            if not closed:
+                self._start()
+                self._items.put(item)
+        if closed:
+            self._write_in_order([item])
 
     def mark_started(self, job_id: str, token: str) -> None:
         """Record, with the next batch, that the handler of this reserved claim started
@@ -252,10 +198,7 @@ class Completer(Generic[R]):
         for is retried until ``timeout`` (None: until written); past it, what is left is
         tried once more each, and logged as not recorded when that fails. Later
         submissions are written by their caller."""
-        with self._retry_wait:  # given up a little early, so its reports fit the timeout
-            margin = 0.0 if timeout is None else min(GIVE_UP_MARGIN, timeout / 10)
-            self._give_up_at = None if timeout is None else time.monotonic() + timeout - margin
-            self._retry_wait.notify_all()
+        self._retries.give_up_within(timeout)
         with self._start_lock:
             thread = self._thread
             already = self._closed
@@ -278,7 +221,7 @@ class Completer(Generic[R]):
             first = self._items.get()
             if first is None:
                 return
-            batch: list[_Completion[R] | _Outcome[R]] = []
+            batch: list[_Handed[R]] = []
             starts: list[_Start] = []
             stop = False
             item: _Item[R] = first
@@ -302,53 +245,53 @@ class Completer(Generic[R]):
             if stop:
                 return
 
-    def _write_in_order(self, batch: list[_Completion[R] | _Outcome[R]]) -> None:
-        """Each run of completions handed over in a row in one call; every other outcome
+    def _write_in_order(self, batch: list[_Handed[R]]) -> None:
+        """Each run of completions handed over in a row in one call; every other write
         on its own, between them, in the order handed over."""
-        completions: list[_Completion[R]] = []
+        completions: list[_Handed[R]] = []
+        records: list[Completion] = []
         for item in batch:
-            if isinstance(item, _Outcome):
-                if completions:
-                    self._write(completions)
-                    completions = []
-                self._write_outcome(item)
-            else:
+            write = item.write
+            if isinstance(write, Completion):
                 completions.append(item)
+                records.append(write)
+                continue
+            if completions:
+                self._write_completions(completions, records)
+                completions, records = [], []
+            self._write_other(item)
         if completions:
-            self._write(completions)
+            self._write_completions(completions, records)
 
     def _write_starts(self, starts: list[_Start]) -> None:
         if not starts:
             return
         claims = [(s.job_id, s.token) for s in starts]
         try:
-            self._retrying(lambda: self.backend.mark_started(claims))
-        except _GaveUp:  # logged by the outage log; the reaper refunds these
+            self._retries.call(lambda: self.backend.mark_started(claims))
+        except GaveUp:  # logged by the outage log; the reaper refunds these
             pass
         except Exception as exc:  # the reaper refunds these
             self.failures.failed(exc)
         except BaseException:  # never let it end the thread
             logger.warning("recording %d job starts failed", len(starts), exc_info=True)
 
-    def _write(self, batch: list[_Completion[R]]) -> None:
+    def _write_completions(self, batch: list[_Handed[R]], records: list[Completion]) -> None:
+        """Write the completions ``records`` of the runs handed over as ``batch``."""
         try:
-            outcomes = self._outcomes(batch)
+            outcomes = self._outcomes(batch, records)
             self.batches += 1
             for item, outcome in zip(batch, outcomes, strict=True):
                 self._report(item, outcome)
         finally:
             self._make_room(len(batch))
 
-    def _write_outcome(self, item: _Outcome[R]) -> None:
-        run = item.run
+    def _write_other(self, item: _Handed[R]) -> None:
         try:
-            try:
-                run.write_outcome(lambda write: self._persist(write, item.lease))
-            except BaseException:  # never let it end the thread; the reaper recovers the job
-                logger.exception("writing the outcome of job %s failed", run.job_id)
-            if item.lease is not None:
-                self.leases.drop(item.lease)
-            self._written(run)
+            if item.write is None:  # nothing to write: the run reports its lost lease
+                self._report(item, JobResult("lease-lost"))
+            else:
+                self._report(item, self._write_alone(item.write, item.lease))
         finally:
             self._make_room(1)
 
@@ -360,7 +303,9 @@ class Completer(Generic[R]):
                 self._room.notify_all()
 
     # -- writes, and their retries while the store is unavailable ----------------------------
-    def _outcomes(self, batch: list[_Completion[R]]) -> list[JobResult | Exception]:
+    def _outcomes(
+        self, batch: list[_Handed[R]], records: list[Completion]
+    ) -> list[JobResult | Exception]:
         """One result (or the error that kept it from being written) per completion,
         written together and tried again together while the store is unavailable. When
         the batch fails otherwise, each is tried on its own: one bad completion must not
@@ -369,19 +314,19 @@ class Completer(Generic[R]):
         outcomes: list[JobResult | Exception | None] = [None] * len(batch)
         tries = 0
         while True:
-            for n, item in enumerate(batch):  # known gone: not written (see the module)
-                if outcomes[n] is None and _lost(item.lease):
+            for n, item in enumerate(batch):  # known gone: not written
+                if outcomes[n] is None and lost(item.lease):
                     outcomes[n] = JobResult("lease-lost")
             left = [n for n, outcome in enumerate(outcomes) if outcome is None]
             if not left:
                 return [outcome for outcome in outcomes if outcome is not None]
-            completions = [batch[n].completion for n in left]
+            completions = [records[n] for n in left]
             try:
                 results = list(self.backend.complete_many(completions))
             except BackendUnavailableError as exc:
                 self.failures.failed(exc)
                 tries += 1
-                if self._wait_to_retry(tries):
+                if self._retries.wait(tries):
                     continue
                 for n in left:  # the shutdown's deadline passed
                     outcomes[n] = exc
@@ -407,96 +352,38 @@ class Completer(Generic[R]):
                     len(completions),
                 )
             for n in left:
-                outcomes[n] = self._complete_alone(batch[n])
+                outcomes[n] = self._write_alone(records[n], batch[n].lease)
 
-    def _complete_alone(self, item: _Completion[R]) -> JobResult | Exception:
-        """Write one completion on its own, exactly as the batch would have: every field
-        of the :class:`Completion` (the handler's result, its logs) goes to ``complete``.
-        Passing them by name from the record means a field added to ``Completion`` reaches
-        this write too, or fails loudly here, instead of being dropped on this path only.
-        The error that kept it from being written, if it was not."""
-        completion = item.completion
-        written = {f.name: getattr(completion, f.name) for f in fields(completion)}
+    def _write_alone(self, write: ClaimWrite, lease: Heartbeat | None) -> JobResult | Exception:
+        """Record ``write`` on its own (:func:`~durabl.runtime.ending.write_alone`), tried
+        again while the store is unavailable; ``lease-lost`` without a try once ``lease``
+        is known lost. The error that kept it from being written, if it was not."""
         try:
-            result = self._retrying(lambda: self.backend.complete(**written), item.lease)
-        except _LeaseLost:
+            result = self._retries.call(lambda: write_alone(self.backend, write), lease)
+        except LeaseLost:
             return JobResult("lease-lost")
-        except _GaveUp as exc:
+        except GaveUp as exc:
             return exc.error
         except Exception as exc:
             return exc
         except BaseException as exc:  # never let it end the thread: report it instead
             return RuntimeError(f"{type(exc).__name__}: {exc}")
-        self.written += 1
+        if isinstance(write, Completion):
+            self.written += 1
         return result
 
-    def _persist(self, write: Callable[[], JobResult], lease: Heartbeat | None) -> JobResult:
-        """``write()``'s result, tried again while the store is unavailable; ``lease-lost``
-        without a try once ``lease`` is known lost. Raises the write's error when it is
-        another one, or the last one once the shutdown's deadline passed."""
-        try:
-            return self._retrying(write, lease)
-        except _LeaseLost:
-            return JobResult("lease-lost")
-        except _GaveUp as exc:
-            raise exc.error from None
-
-    def _retrying(self, write: Callable[[], T], lease: Heartbeat | None = None) -> T:
-        """``write()``, tried again while it raises :class:`BackendUnavailableError`.
-        :class:`_LeaseLost` before a try once ``lease`` is known lost; :class:`_GaveUp`
-        once the shutdown's deadline passed."""
-        tries = 0
-        while True:
-            if _lost(lease):
-                raise _LeaseLost
-            try:
-                value = write()
-            except BackendUnavailableError as exc:
-                self.failures.failed(exc)
-                tries += 1
-                if not self._wait_to_retry(tries):
-                    raise _GaveUp(exc) from exc
-                continue
-            self.failures.succeeded()
-            return value
-
-    def _wait_to_retry(self, tries: int) -> bool:
-        """Wait before try ``tries + 1`` of a write the store was unavailable for: the
-        first wait :data:`RETRY_FIRST_WAIT`, doubling up to :data:`RETRY_MAX_WAIT`, each
-        shortened at random by up to :data:`RETRY_JITTER`. False, at once, when the
-        shutdown's deadline has passed: give up."""
-        delay = min(RETRY_MAX_WAIT, RETRY_FIRST_WAIT * 2.0 ** min(tries - 1, 10))
-        delay *= 1.0 - RETRY_JITTER * self._rand()
-        with self._retry_wait:
-            give_up_at = self._give_up_at
-            if give_up_at is not None:
-                left = give_up_at - time.monotonic()
-                if left <= 0:
-                    return False
-                delay = min(delay, left)
-            self._retry_wait.wait(delay)  # close() cuts it short
-        return True
-
-    def _report(self, item: _Completion[R], outcome: JobResult | Exception) -> None:
+    def _report(self, item: _Handed[R], outcome: JobResult | Exception) -> None:
         if item.lease is not None:  # written (or given up): no more renewals
             self.leases.drop(item.lease)
         try:
             item.run.completion_written(outcome, item.duration)
         except BaseException:  # a sink raising SystemExit must not stop the completions
-            logger.exception("reporting the completion of job %s failed", item.run.job_id)
-        self._written(item.run)
-
-    def _written(self, run: R) -> None:
+            logger.exception("reporting the outcome of job %s failed", item.run.job_id)
         if self._on_written is not None:
             try:
-                self._on_written(run)
+                self._on_written(item.run)
             except BaseException:
-                logger.exception("after-completion hook failed for job %s", run.job_id)
-
-
-def _lost(lease: Heartbeat | None) -> bool:
-    """Whether a renewal of ``lease`` made while its outcome waited answered lease-lost."""
-    return lease is not None and lease.lease_lost
+                logger.exception("after-write hook failed for job %s", item.run.job_id)
 
 
 def _leases_name(name: str) -> str:

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from durabl.model.abort import Handler, JobContext
-from durabl.model.declared import DeclaredOptions, build_type_options
+from durabl.model.clock import Seconds
+from durabl.model.declared import (
+    ConcurrencyKey,
+    DeadLetterHook,
+    DeclaredOptions,
+    build_type_options,
+)
 from durabl.model.job import Job
+from durabl.model.options import check_keywords
 from durabl.runtime.declared import Declaration, check_process_options, registry
-from durabl.runtime.forward import keywords_after_one
 
 
 class DeclaredJob:
@@ -48,8 +54,25 @@ class DeclaredJob:
         return get_default_queue().enqueue(self.type, data, **options)
 
 
-@keywords_after_one(DeclaredOptions)
-def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
+def job(
+    type: str,
+    *,
+    concurrency: int = 1,
+    poll_interval: Seconds | None = None,
+    heartbeat_interval: Seconds | None = None,
+    schema: Any = None,
+    on_dead_letter: DeadLetterHook | None = None,
+    max_attempts: int | None = None,
+    priority: int | None = None,
+    dedupe_scope: str | None = None,
+    backoff: str | None = None,
+    backoff_delay: Seconds | None = None,
+    backoff_max_delay: Seconds | None = None,
+    concurrency_key: ConcurrencyKey | None = None,
+    concurrency_limit: int | None = None,
+    rate_limit: tuple[int, Seconds] | None = None,
+    **unexpected: NoReturn,
+) -> Callable[[Handler], DeclaredJob]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
 
     ``concurrency``, ``poll_interval``, ``heartbeat_interval``: how
@@ -60,7 +83,23 @@ def job(type: str, **options: Any) -> Callable[[Handler], DeclaredJob]:
     ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
     flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
     type's workers start. Every option is checked here; nothing connects or starts."""
-    given = DeclaredOptions.of("@durabl.job()", options)
+    check_keywords("@durabl.job()", unexpected, ())  # named as the decorator is written
+    given = DeclaredOptions(
+        concurrency=concurrency,
+        poll_interval=poll_interval,
+        heartbeat_interval=heartbeat_interval,
+        schema=schema,
+        on_dead_letter=on_dead_letter,
+        max_attempts=max_attempts,
+        priority=priority,
+        dedupe_scope=dedupe_scope,
+        backoff=backoff,
+        backoff_delay=backoff_delay,
+        backoff_max_delay=backoff_max_delay,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        rate_limit=rate_limit,
+    )
     check_process_options(given.concurrency, given.poll_interval, given.heartbeat_interval)
     type_options = build_type_options(type, given)
 

@@ -1,48 +1,39 @@
 """Making jobs: ``enqueue`` (stored for the workers) and ``claim_or_enqueue`` (stored
-already claimed, for an inline run). :class:`durabl.JobQueue` forwards both here."""
+already claimed, for an inline run). :class:`Enqueuing` is a base class of
+:class:`durabl.JobQueue`: its methods are the queue's own."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from durabl.model.clock import Seconds
 from durabl.model.job import JobHandle
-from durabl.model.options import NewJob, check_keywords
+from durabl.model.options import NewJob
 from durabl.runtime.catalog import TypeCatalog
-from durabl.runtime.forward import takes_as
 from durabl.runtime.hooks import EnqueueHooks
 from durabl.runtime.inline import InlineRuns
+from durabl.runtime.shutdown import Drain
 from durabl.runtime.worker import Processors
 from durabl.stores.base import Backend
 
 
-def enqueue_options(
-    type: str,
-    data: Any,
-    *,
-    priority: int | None = None,
-    delay: Seconds = 0,
-    run_at: datetime | None = None,
-    max_attempts: int | None = None,
-    dedupe_key: str | None = None,
-    dedupe_scope: str | None = None,
-    coalesce: str | None = None,
-    backoff: str | None = None,
-    backoff_delay: Seconds | None = None,
-    backoff_max_delay: Seconds | None = None,
-    concurrency_key: str | None = None,
-    concurrency_limit: int | None = None,
-    connection: object | None = None,
-) -> None:
-    """The parameters of :meth:`Enqueuing.enqueue` and :meth:`Enqueuing.claim_or_enqueue`,
-    written once (their values are checked by ``build_new_job``)."""
+class EnqueueOptions(TypedDict):
+    """The options of one enqueue as the caller gave them (None: not given, so the
+    type's declared default applies, else durabl's); ``build_new_job`` checks them."""
 
-
-_OPTIONS = frozenset(inspect.signature(enqueue_options).parameters) - {"type", "data"}
+    priority: int | None
+    delay: Seconds
+    run_at: datetime | None
+    max_attempts: int | None
+    dedupe_key: str | None
+    dedupe_scope: str | None
+    coalesce: str | None
+    backoff: str | None
+    backoff_delay: Seconds | None
+    backoff_max_delay: Seconds | None
+    concurrency_key: str | None
+    concurrency_limit: int | None
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -55,23 +46,42 @@ _NOT_INLINE = {
 }
 
 
-@dataclass(frozen=True)
 class Enqueuing:
-    """``ready`` returns the started store; ``types`` completes each job with its type's
-    options; ``processors`` are told of jobs due now; ``check_open(what)`` refuses
-    ``what`` once the queue is shutting down; ``immediate`` as the queue's; every job
-    is stored inside ``hooks`` (the queue's enqueue hooks)."""
+    """Where a :class:`durabl.JobQueue` makes jobs. Uses the queue's started store
+    (``_ready()``), its ``types`` (each job completed with its type's options), its
+    processors (told of jobs due now), its inline runs, its drain (no new job once
+    shutting down), ``immediate`` and its enqueue hooks (every job is stored inside
+    them)."""
 
-    ready: Callable[[], Backend]
     types: TypeCatalog
-    processors: Processors
-    inline: InlineRuns
-    check_open: Callable[[str], None]
     immediate: bool
-    hooks: EnqueueHooks
+    enqueue_hooks: EnqueueHooks
+    _processors: Processors
+    _inline: InlineRuns
+    _drain: Drain
 
-    @takes_as(enqueue_options)
-    def enqueue(self, type: str, data: Any, **options: Any) -> str | None:
+    def _ready(self) -> Backend:
+        raise NotImplementedError
+
+    def enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int | None = None,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_scope: str | None = None,
+        coalesce: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: object | None = None,
+    ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
 
         An option left at None takes the type's declared default (``@durabl.job`` or
@@ -82,53 +92,103 @@ class Enqueuing:
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
         inside the transaction open on it: it exists if and only if that commits."""
-        check_keywords("enqueue()", options, _OPTIONS)
-        connection = options.pop("connection", None)
+        options: EnqueueOptions = {
+            "priority": priority,
+            "delay": delay,
+            "run_at": run_at,
+            "max_attempts": max_attempts,
+            "dedupe_key": dedupe_key,
+            "dedupe_scope": dedupe_scope,
+            "coalesce": coalesce,
+            "backoff": backoff,
+            "backoff_delay": backoff_delay,
+            "backoff_max_delay": backoff_max_delay,
+            "concurrency_key": concurrency_key,
+            "concurrency_limit": concurrency_limit,
+        }
         if connection is not None and self.immediate:
             raise ValueError(
                 "enqueue(connection=...) cannot be used on an immediate queue: the job "
                 "would run before the caller's transaction commits"
             )
-        backend = self.ready()
-        now = backend.now() if options.get("delay") else None
-        job = self.types.new_job(type, data, now=now, **options)
+        backend = self._ready()
+        job = self.types.new_job(type, data, options, now=backend.now() if delay else None)
         if connection is not None:  # workers learn of it at the caller's commit
-            return self.hooks.call(job, lambda j: backend.enqueue_through(j, connection).job_id)
+            return self.enqueue_hooks.call(
+                job, lambda j: backend.enqueue_through(j, connection).job_id
+            )
 
         def store(job: NewJob) -> str | None:
             result = backend.enqueue(job)
             if result.job_id is not None and (job.run_at is None or job.run_at <= backend.now()):
-                self.processors.job_due(job.type)
+                self._processors.job_due(job.type)
             return result.job_id
 
-        return self.hooks.call(job, store) if self.hooks else store(job)
+        return self.enqueue_hooks.call(job, store) if self.enqueue_hooks else store(job)
 
-    @takes_as(enqueue_options)
-    def claim_or_enqueue(self, type: str, data: Any, **options: Any) -> JobHandle[Any] | None:
+    def claim_or_enqueue(
+        self,
+        type: str,
+        data: Any,
+        *,
+        priority: int | None = None,
+        delay: Seconds = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_scope: str | None = None,
+        coalesce: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: object | None = None,
+    ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
         return None. Takes the options of :meth:`enqueue`; ``delay``, ``run_at``,
         ``concurrency_key``, ``concurrency_limit`` and ``connection`` are refused
         (``ValueError``), since an inline run happens now."""
-        self.check_open("claim_or_enqueue()")
-        check_keywords("claim_or_enqueue()", options, _OPTIONS)
+        self._drain.check_open("claim_or_enqueue()")
+        refused = {
+            "delay": delay,
+            "run_at": run_at,
+            "concurrency_key": concurrency_key,
+            "concurrency_limit": concurrency_limit,
+            "connection": connection,
+        }
         for name, why in _NOT_INLINE.items():
-            if options.get(name):
-                raise ValueError(f"claim_or_enqueue() {why} (got {name}={options[name]!r})")
-        job = self.types.new_job(type, data, **options)
-        self.ready()
-        if not self.hooks:
-            return self.inline.claim_new(job)[0]
+            if refused[name]:
+                raise ValueError(f"claim_or_enqueue() {why} (got {name}={refused[name]!r})")
+        options: EnqueueOptions = {
+            "priority": priority,
+            "delay": 0,
+            "run_at": None,
+            "max_attempts": max_attempts,
+            "dedupe_key": dedupe_key,
+            "dedupe_scope": dedupe_scope,
+            "coalesce": coalesce,
+            "backoff": backoff,
+            "backoff_delay": backoff_delay,
+            "backoff_max_delay": backoff_max_delay,
+            "concurrency_key": None,
+            "concurrency_limit": None,
+        }
+        job = self.types.new_job(type, data, options)
+        self._ready()
+        if not self.enqueue_hooks:
+            return self._inline.claim_new(job)[0]
         claimed: list[JobHandle[Any] | None] = [None]
 
         def store(job: NewJob) -> str | None:
-            claimed[0], stored_id = self.inline.claim_new(job)
+            claimed[0], stored_id = self._inline.claim_new(job)
             return stored_id
 
         try:
-            self.hooks.call(job, store)
+            self.enqueue_hooks.call(job, store)
         except BaseException:
             if claimed[0] is not None:  # a hook raised after the claim: it will not run
-                self.inline.hand_back(claimed[0])
+                self._inline.hand_back(claimed[0])
             raise
         return claimed[0]

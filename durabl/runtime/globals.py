@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durabl.model.clock import Seconds
-from durabl.model.job import JobEvent
 from durabl.model.options import DEFAULT_VISIBILITY_TIMEOUT
+from durabl.model.reports import JobEvent
 from durabl.runtime.queue import JobQueue
 from durabl.stores.base import Backend
 

@@ -30,8 +30,9 @@ from dataclasses import fields
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from durabl.model.job import EVENT_KINDS, Job, JobEvent
+from durabl.model.job import Job
 from durabl.model.options import NewJob
+from durabl.model.reports import EVENT_KINDS, JobEvent
 
 Proceed = Callable[[], object]
 RunHook = Callable[[Job[Any], Proceed], object]

@@ -11,7 +11,9 @@ from durabl.model.abort import Handler
 from durabl.model.exceptions import QueueShutdownError
 from durabl.model.job import JobHandle
 from durabl.model.options import NewJob
-from durabl.runtime.run import ManagedRun, Runtime, emit_claimed, is_interrupt, release_unrun
+from durabl.runtime.failures import is_interrupt
+from durabl.runtime.reports import emit_claimed
+from durabl.runtime.run import ManagedRun, Runtime
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,10 @@ class InlineRuns:
         return handle, handle.id
 
     def hand_back(self, handle: JobHandle[Any]) -> None:
-        """Give back a claim that will not run (its attempt refunded)."""
-        release_unrun(handle)
+        """Give back a claim that will not run (the queue began shutting down between the
+        claim and its run, or a hook refused it): no attempt used. The one fenced write
+        made for a claim that no :class:`~durabl.runtime.run.ManagedRun` owns."""
+        handle.release(timeout=1.0)
 
     def run_claimed(self, handle: JobHandle[Any], handler: Handler, max_drains: int) -> None:
         """Run ``handle`` under management, then claim and run pending jobs of the same
@@ -73,7 +77,7 @@ class InlineRuns:
                 break
             drains += 1
             if self.closing():
-                release_unrun(current)
+                self.hand_back(current)
                 break
             self._claimed(current)
         if first_error is not None:
@@ -81,7 +85,7 @@ class InlineRuns:
 
     def _refuse_when_closing(self, handle: JobHandle[Any], what: str) -> None:
         if self.closing():
-            release_unrun(handle)
+            self.hand_back(handle)
             raise QueueShutdownError(f"{what} refused: the queue is shutting down")
 
     def _claimed(self, handle: JobHandle[Any]) -> None:

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 
-from durabl.model.job import JobEvent, PickupMode, QueueHealth
 from durabl.model.options import DEFAULT_POLL_INTERVAL
+from durabl.model.reports import JobEvent, PickupMode, QueueHealth
 from durabl.runtime.worker import Processor
 from durabl.stores.base import Backend, PushSource, PushWatcher
 

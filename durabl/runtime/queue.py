@@ -1,4 +1,10 @@
-"""JobQueue: the front of durabl. Enqueue anywhere; process where intended."""
+"""JobQueue: the front of durabl. Enqueue anywhere; process where intended.
+
+The class is written in four modules, one concern each: making jobs
+(:mod:`durabl.runtime.enqueuing`), the operator's store operations
+(:mod:`durabl.runtime.operations`) and the background services
+(:mod:`durabl.runtime.services`) are its base classes; here are its state, processing,
+inline runs, hooks and shutdown."""
 
 from __future__ import annotations
 
@@ -6,25 +12,28 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NoReturn
 
 from durabl.model.abort import Handler
 from durabl.model.clock import Clock, Seconds, to_seconds
-from durabl.model.declared import DeclaredOptions, TypeOptions, build_type_options
-from durabl.model.job import (
-    JobEvent,
-    JobHandle,
-    QueueHealth,
+from durabl.model.declared import (
+    ConcurrencyKey,
+    DeadLetterHook,
+    DeclaredOptions,
+    TypeOptions,
+    build_type_options,
 )
+from durabl.model.job import JobHandle
 from durabl.model.options import (
     DEFAULT_MAX_DRAINS,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_VISIBILITY_TIMEOUT,
+    check_keywords,
     check_queue_durations,
 )
+from durabl.model.reports import JobEvent, QueueHealth
 from durabl.runtime.catalog import TypeCatalog
 from durabl.runtime.enqueuing import Enqueuing
-from durabl.runtime.forward import Forward, keywords_after_three
 from durabl.runtime.hooks import (
     EnqueueHook,
     EnqueueHooks,
@@ -51,7 +60,7 @@ from durabl.stores.base import Backend
 _module_logger = logging.getLogger(__name__)
 
 
-class JobQueue:
+class JobQueue(Enqueuing, QueueOperations, QueueServices):
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
     queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
 
@@ -128,25 +137,7 @@ class JobQueue:
             stop_pickup=self.pickup.stop,
             stop_presence=self.presence.stop,
         )
-        #: The reaper, the scheduler and the workers registry, as operated.
-        self.services = QueueServices(
-            self._ready, self._drain.check_open, self._reaper, self.scheduler, self.presence
-        )
         self._inline = InlineRuns(self, self.lease_owner, self._closing, self._processors.job_due)
-        #: Where jobs are made: enqueue() and claim_or_enqueue().
-        self.enqueuing = Enqueuing(
-            self._ready,
-            self.types,
-            self._processors,
-            self._inline,
-            self._drain.check_open,
-            self.immediate,
-            self.enqueue_hooks,
-        )
-        #: The operator's store operations (list, retry, cancel, prune, stats, ...).
-        self.operations = QueueOperations(
-            self._ready, self._processors, lambda: self.visibility_timeout
-        )
 
     def __repr__(self) -> str:
         return f"JobQueue({self.backend!r}, visibility_timeout={self.visibility_timeout})"
@@ -224,17 +215,33 @@ class JobQueue:
     def _closing(self) -> bool:
         return self._drain.started
 
-    # -- enqueue: durabl.runtime.enqueuing ----------------------------------------------
-    enqueue = Forward("enqueuing", Enqueuing.enqueue)
-
     def type_options(self, type: str) -> TypeOptions | None:
         """The per-type options this queue applies to ``type``: those given to
         :meth:`process`, else the type's declaration (``@durabl.job``), else None."""
         return self.types.options(type)
 
     # -- processing -----------------------------------------------------------------------
-    @keywords_after_three(DeclaredOptions)
-    def process(self, type: str, handler: Handler, **options: Any) -> None:
+    def process(
+        self,
+        type: str,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        poll_interval: Seconds | None = None,
+        heartbeat_interval: Seconds | None = None,
+        schema: Any = None,
+        on_dead_letter: DeadLetterHook | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        dedupe_scope: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: ConcurrencyKey | None = None,
+        concurrency_limit: int | None = None,
+        rate_limit: tuple[int, Seconds] | None = None,
+        **unexpected: NoReturn,
+    ) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
 
         Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
@@ -243,8 +250,24 @@ class JobQueue:
         defaults, ...) may be given here instead; given, they replace the declared ones
         for this queue.
         """
-        given = DeclaredOptions.of("process()", options)
-        processor = self._register(type, handler, given, bool(given.given_type_options()))
+        check_keywords("process()", unexpected, ())  # named as the call is written
+        given = DeclaredOptions(
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+            schema=schema,
+            on_dead_letter=on_dead_letter,
+            max_attempts=max_attempts,
+            priority=priority,
+            dedupe_scope=dedupe_scope,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
+        )
+        processor = self._register(type, handler, given)
         declared = self.type_options(type)
         if declared is not None and declared.rate_limit is not None:
             self._ready().set_rate_limit(type, *declared.rate_limit)  # kept in the store
@@ -261,28 +284,45 @@ class JobQueue:
         concurrency: int = 1,
         poll_interval: Seconds | None = None,
         heartbeat_interval: Seconds | None = None,
-        **type_options: Any,
+        schema: Any = None,
+        on_dead_letter: DeadLetterHook | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        dedupe_scope: str | None = None,
+        backoff: str | None = None,
+        backoff_delay: Seconds | None = None,
+        backoff_max_delay: Seconds | None = None,
+        concurrency_key: ConcurrencyKey | None = None,
+        concurrency_limit: int | None = None,
+        rate_limit: tuple[int, Seconds] | None = None,
+        **unexpected: NoReturn,
     ) -> Processor:
         """Declare the handler for ``type`` without starting threads: jobs then run only
         through :meth:`run_pending` (tests, burst workers). :meth:`process` is this plus
-        the worker threads. ``type_options``: the per-type options of :meth:`process`."""
-        given = DeclaredOptions.of(
-            "register()",
-            {
-                "concurrency": concurrency,
-                "poll_interval": poll_interval,
-                "heartbeat_interval": heartbeat_interval,
-                **type_options,
-            },
+        the worker threads, and takes the same options."""
+        check_keywords("register()", unexpected, ())  # named as the call is written
+        given = DeclaredOptions(
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+            schema=schema,
+            on_dead_letter=on_dead_letter,
+            max_attempts=max_attempts,
+            priority=priority,
+            dedupe_scope=dedupe_scope,
+            backoff=backoff,
+            backoff_delay=backoff_delay,
+            backoff_max_delay=backoff_max_delay,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
         )
-        return self._register(type, handler, given, bool(type_options))
+        return self._register(type, handler, given)
 
-    def _register(
-        self, type: str, handler: Handler, given: DeclaredOptions, type_options: bool
-    ) -> Processor:
-        """:meth:`register` with the options ``given``, the per-type ones too when
-        ``type_options`` (none given: the declared ones apply)."""
-        options = build_type_options(type, given) if type_options else None
+    def _register(self, type: str, handler: Handler, given: DeclaredOptions) -> Processor:
+        """:meth:`register` with the options ``given``: its per-type ones, when any is
+        given, replace the declared ones for this queue."""
+        options = build_type_options(type, given) if given.given_type_options() else None
         processor = self._processors.register(
             type, handler, given, self.pickup.default_poll_interval
         )
@@ -321,8 +361,6 @@ class JobQueue:
         return self._processors.run_pending(type, limit=limit)
 
     # -- inline runs ---------------------------------------------------------------------
-    claim_or_enqueue = Forward("enqueuing", Enqueuing.claim_or_enqueue)
-
     def run_claimed(
         self, handle: JobHandle[Any], handler: Handler, *, max_drains: int = DEFAULT_MAX_DRAINS
     ) -> None:
@@ -334,39 +372,6 @@ class JobQueue:
         re-raised at the end.
         """
         self._inline.run_claimed(handle, handler, max_drains)
-
-    # -- operations: durabl.runtime.operations ------------------------------------------
-    has_outstanding = Forward("operations", QueueOperations.has_outstanding)
-    get_job = Forward("operations", QueueOperations.get_job)
-    list_failed = Forward("operations", QueueOperations.list_failed)
-    list_jobs = Forward("operations", QueueOperations.list_jobs)
-    count_jobs = Forward("operations", QueueOperations.count_jobs)
-    retry = Forward("operations", QueueOperations.retry)
-    delete = Forward("operations", QueueOperations.delete)
-    wait = Forward("operations", QueueOperations.wait)
-    prune = Forward("operations", QueueOperations.prune)
-    cancel = Forward("operations", QueueOperations.cancel)
-    retry_matching = Forward("operations", QueueOperations.retry_matching)
-    delete_matching = Forward("operations", QueueOperations.delete_matching)
-    cancel_matching = Forward("operations", QueueOperations.cancel_matching)
-    run_now = Forward("operations", QueueOperations.run_now)
-    run_now_matching = Forward("operations", QueueOperations.run_now_matching)
-    set_rate_limit = Forward("operations", QueueOperations.set_rate_limit)
-    get_rate_limit = Forward("operations", QueueOperations.get_rate_limit)
-    get_stats = Forward("operations", QueueOperations.get_stats)
-    job_types = Forward("operations", QueueOperations.job_types)
-    stats_by_type = Forward("operations", QueueOperations.stats_by_type)
-    activity = Forward("operations", QueueOperations.activity)
-
-    # -- reaper, schedules, workers registry: durabl.runtime.services -------------------
-    start_reaper = Forward("services", QueueServices.start_reaper)
-    reap_once = Forward("services", QueueServices.reap_once)
-    stop_reaper = Forward("services", QueueServices.stop_reaper)
-    schedule = Forward("services", QueueServices.schedule)
-    start_scheduler = Forward("services", QueueServices.start_scheduler)
-    list_schedules = Forward("services", QueueServices.list_schedules)
-    delete_schedule = Forward("services", QueueServices.delete_schedule)
-    list_workers = Forward("services", QueueServices.list_workers)
 
     # -- shutdown -------------------------------------------------------------------------
     @property

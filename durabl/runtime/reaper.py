@@ -6,9 +6,10 @@ import logging
 import threading
 
 from durabl.model.clock import Seconds, to_seconds
-from durabl.model.job import JobEvent, ReapReport, StartReaperResult
+from durabl.model.reports import JobEvent, ReapReport, StartReaperResult
 from durabl.runtime.outages import OutageLog, log_failure
-from durabl.runtime.run import Runtime, dead_letter
+from durabl.runtime.reports import dead_letter
+from durabl.runtime.run import Runtime
 from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)

@@ -3,106 +3,50 @@
 The handler's return completes the job; an ``Exception`` retries it (or fails it at
 ``max_attempts``); :class:`FatalJobError` fails it at once. A run whose lease was lost, or
 went unconfirmed past its local deadline, writes nothing: another worker may own the job.
+What a handler is given, and may raise, is :mod:`durabl.runtime.handler`; the writes that
+end a claim are :mod:`durabl.runtime.ending`.
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from durabl.model.abort import (
     LEASE_LOST,
     LEASE_UNCONFIRMED,
     SHUTDOWN,
-    AbortSignal,
     Handler,
     JobContext,
     LogBuffer,
 )
 from durabl.model.clock import Clock
-from durabl.model.declared import TypeOptions
 from durabl.model.exceptions import FatalJobError
 from durabl.model.job import (
     CANCELLED,
-    DEAD_LETTER_KINDS,
     FailureKind,
     Job,
-    JobEvent,
     JobHandle,
     JobResult,
     JournalAppendResult,
-    LogEntry,
 )
-from durabl.model.options import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
+from durabl.model.options import BackoffPolicy
 from durabl.model.payload import check_result
-from durabl.model.schema import PayloadValidationError
 from durabl.model.sync import Flag
-from durabl.runtime.completer import Completer, Persist
-from durabl.runtime.failures import describe_error as describe_error  # noqa: PLC0414
-from durabl.runtime.failures import error_text as error_text  # noqa: PLC0414
-from durabl.runtime.failures import is_interrupt as is_interrupt  # noqa: PLC0414
+from durabl.runtime.completer import Completer
+from durabl.runtime.ending import CancelWrite, ClaimWrite, FailWrite, ReleaseWrite, write_alone
+from durabl.runtime.failures import describe_error
+from durabl.runtime.handler import RunSignal, SuspendRun, failure_kind, parse_payload
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
 from durabl.runtime.outages import log_failure
 from durabl.runtime.registry import RunRegistry
-from durabl.stores.base import Backend, Completion
+from durabl.runtime.reports import NOT_RECORDED, EventSink, dead_letter, emit, report_outcome
+from durabl.stores.base import Completion
 
 logger = logging.getLogger(__name__)
-
-
-def check_plain_function(function: object, what: str, runs: str) -> None:
-    """Refuse what no worker thread can call: ``function`` not callable, or async.
-    ``what`` names it in the message (``handler for 'email'``); ``runs``: what durabl
-    calls such functions (``handlers``)."""
-    if not callable(function):
-        raise TypeError(f"{what} must be callable, got {function!r}")
-    if inspect.iscoroutinefunction(function):
-        raise TypeError(
-            f"{what} is async; durabl runs {runs} in worker threads: write it as a plain function"
-        )
-
-
-class RunSignal(AbortSignal):
-    """The abort signal of a managed run: the lease deadline, plus an optional *limit*
-    (a step timeout or a run's maximum duration) that aborts the run with its own reason
-    once passed. The heartbeat stops renewing as soon as the signal aborts, so a run held
-    past its limit by a hung call loses its lease instead of renewing it forever."""
-
-    def __init__(self, clock: Clock, deadline: float | None = None) -> None:
-        super().__init__(clock, deadline)
-        self._limit: tuple[float, str] | None = None
-
-    def set_limit(self, at: float | None, reason: str = "limit") -> None:
-        """Abort with ``reason`` once the monotonic clock reaches ``at`` (None: no limit)."""
-        with self._lock:
-            self._limit = None if at is None else (at, reason)
-
-    @property
-    def limit(self) -> float | None:
-        limit = self._limit
-        return None if limit is None else limit[0]
-
-    def _check_deadline(self) -> None:
-        limit = self._limit
-        if limit is not None and self._reason is None and self._clock.monotonic() >= limit[0]:
-            self.abort(limit[1])
-        super()._check_deadline()
-
-
-class SuspendRun(Exception):
-    """Raised by a handler to end its run by handing the job back to pending until
-    ``run_at``, without using an attempt (the orchestrator's durable sleep). The run's
-    outcome is ``released``; it is not reported as an error."""
-
-    def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
-        super().__init__(reason)
-        self.run_at = run_at
 
 
 class ManagedHandler:
@@ -123,84 +67,17 @@ class ManagedHandler:
         )
 
 
-class Runtime(Protocol):
-    """What a run needs from its queue."""
+class Runtime(EventSink, Protocol):
+    """What a run needs from its queue: its sinks, store and per-type options
+    (:class:`~durabl.runtime.reports.EventSink`), its clock and lease length, the
+    registry of its live runs (each tracks itself from its claim until it is over) and
+    what wraps every run (``queue.add_run_hook``)."""
 
-    backend: Backend
     clock: Clock
     visibility_timeout: float
     retention: float | None
-
-    #: Whether any event sink takes events of this kind (else none need be built).
-    def listens(self, kind: str) -> bool: ...
-
-    #: The live runs: each run tracks itself from its claim until it is over.
     runs: RunRegistry[ManagedRun]
-    #: What wraps every run (``queue.add_run_hook``).
     run_hooks: RunHooks
-
-    def emit(self, event: JobEvent) -> None: ...
-
-    def type_options(self, type: str) -> TypeOptions | None:
-        """The type's schema, dead-letter hook and defaults (None: none declared)."""
-        ...
-
-
-class InvalidPayload(PayloadValidationError):
-    """The stored data of a claimed job does not match its type's schema: the run ends
-    at once, without its handler, failed ``invalid-payload`` (an inline run raises it)."""
-
-    def __init__(self, error: PayloadValidationError) -> None:
-        super().__init__(error.type, error.errors)
-
-
-def parse_payload(runtime: Runtime, job: Job[Any]) -> Job[Any]:
-    """``job`` with its data parsed by its type's schema (``job`` itself without one);
-    :class:`InvalidPayload` when the stored data does not validate."""
-    options = runtime.type_options(job.type)
-    if options is None or options.schema is None:
-        return job
-    try:
-        parsed = options.schema.parse(job.type, job.data)
-    except PayloadValidationError as exc:
-        raise InvalidPayload(exc) from None
-    job = copy.copy(job)
-    object.__setattr__(job, "data", parsed)  # a copy of a frozen snapshot, data swapped
-    return job
-
-
-def emit_claimed(runtime: Runtime, handle: JobHandle[Any]) -> None:
-    """The ``claimed`` event of ``handle``, built only when some sink takes it."""
-    if runtime.listens("claimed"):
-        runtime.emit(JobEvent("claimed", handle.type, handle.id, attempt=handle.attempts))
-
-
-def dead_letter(
-    runtime: Runtime,
-    type: str,
-    job_id: str,
-    kind: FailureKind | None,
-    job: Job[Any] | None = None,
-) -> None:
-    """A job of ``type`` was just recorded failed with ``kind`` by this process: when the
-    kind dead-letters, send the sink a ``dead-lettered`` event and call the type's
-    ``on_dead_letter(job)`` with the stored job (``job`` when the caller has just read
-    it, else read here). Never raises: a failing hook is logged."""
-    if kind not in DEAD_LETTER_KINDS:
-        return
-    extra = {"job_id": job_id, "type": type}
-    if runtime.listens("dead-lettered"):
-        runtime.emit(JobEvent("dead-lettered", type, job_id, extra={"failure_kind": kind}))
-    options = runtime.type_options(type)
-    hook = None if options is None else options.on_dead_letter
-    if hook is None:
-        return
-    try:
-        job = job if job is not None else runtime.backend.get_job(job_id)
-        if job is not None:
-            hook(job)
-    except Exception:
-        logger.exception("on_dead_letter for job %s (%s) raised", job_id, type, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -219,30 +96,24 @@ class RunOutcome:
         return self.result.status if self.result else None
 
 
-def _once(write: Callable[[], JobResult]) -> JobResult:
-    """An outcome written in the calling thread: one try."""
-    return write()
-
-
-def release_unrun(handle: JobHandle[Any]) -> JobResult:
-    """Hand back a claim that will not run here (the queue began shutting down between
-    the claim and its run): no attempt used. The one fenced write made for a claim no
-    :class:`ManagedRun` owns, kept here with the run's own."""
-    return handle.release(timeout=1.0)
-
-
 class ManagedRun:
     """One claim, run once: the one owner of a claim's life.
 
     Created from a claim, the run tracks itself in its queue's registry; it starts and
-    stops its heartbeat, runs the handler inside the queue's run hooks, writes its
-    outcome, or hands the claim back on shutdown, reports the outcome as an event, and
-    untracks itself once over. In a worker pool every outcome goes through the
-    processor's completer: it writes completions in batches and calls
-    :meth:`completion_written` back, and calls :meth:`write_outcome` for any other
-    outcome; elsewhere the run writes in the calling thread. Thread-safe against
-    :meth:`abort_and_release` from shutdown.
+    stops its heartbeat, runs the handler inside the queue's run hooks, builds the one
+    write that ends its claim (:meth:`_ending`), writes it, reports the outcome as an
+    event, and untracks itself once over; on shutdown it hands its claim back instead. In
+    a worker pool the write goes to the processor's completer, which batches completions,
+    writes the rest one by one, and calls :meth:`completion_written` back; elsewhere the
+    run writes in the calling thread. Thread-safe against :meth:`abort_and_release` from
+    shutdown.
     """
+
+    # Set only when the outcome is handed to a completer (the hot path sets neither):
+    #: The handler's error, for the report made once the completer has written.
+    _error: BaseException | None = None
+    #: The lease was lost: no write was handed over, only its report.
+    _lost: bool = False
 
     def __init__(
         self,
@@ -281,8 +152,6 @@ class ManagedRun:
         self._lock = threading.Lock()
         self._state = "new"  # new -> running -> finishing -> done | released
         self._lease_event_sent = False
-        # An outcome handed to the completer to write: (error, duration, lease lost).
-        self._handed_over: tuple[BaseException | None, float, bool] | None = None
         #: What the handler returned, as the job keeps it (set once it returned).
         self._result: Any = None
         self.done = Flag()
@@ -292,11 +161,6 @@ class ManagedRun:
     @property
     def job_id(self) -> str:
         return self.handle.id
-
-    def _emit(self, kind: str, **fields: Any) -> None:
-        if not self.runtime.listens(kind):
-            return
-        self.runtime.emit(JobEvent(kind, self.handle.type, self.handle.id, **fields))
 
     def _lease_lost(self) -> None:
         with self._lock:
@@ -310,7 +174,7 @@ class ManagedRun:
             self.signal.reason,
             extra={"job_id": self.handle.id, "type": self.handle.type},
         )
-        self._emit("lease-lost", op=op)
+        emit(self.runtime, self.handle, "lease-lost", op=op)
 
     @property
     def started(self) -> bool:
@@ -325,10 +189,10 @@ class ManagedRun:
 
         A run that shutdown released before it started does nothing. ``heartbeat_host``
         is the calling worker's reusable heartbeat thread, if it has one. With a
-        ``completer``, every outcome is handed to it (outcome ``handed-over``): it writes
-        completions in batches and has the run write (or report) any other outcome on
-        its thread; the run stays tracked until then. Without one, the outcome is written
-        in the calling thread."""
+        ``completer``, the write that ends the claim is handed to it (outcome
+        ``handed-over``): it writes completions in batches and any other write on its own,
+        then calls :meth:`completion_written`; the run stays tracked until then. Without
+        one, the write is made in the calling thread."""
         with self._lock:
             if self._state != "new":
                 self._over()
@@ -378,7 +242,8 @@ class ManagedRun:
             raise FatalJobError(str(exc)) from None
 
     def _call_handler(self, job: Job[Any] | None) -> object:
-        job = parse_payload(self.runtime, self.handle.as_job() if job is None else job)
+        job = self.handle.as_job() if job is None else job
+        job = parse_payload(self.runtime.type_options(job.type), job)
         if isinstance(self.handler, ManagedHandler):
             return self.handler.run_managed(self)
         return self.handler(job, self.ctx)
@@ -435,17 +300,15 @@ class ManagedRun:
         lost = self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
         handed_over = False
         try:
+            write = None if lost else self._ending(error)
             if completer is None:
-                return self._record(error, duration, lost)
+                return self._write_here(error, duration, write)
+            if error is not None:
+                self._error = error
+            if lost:
+                self._lost = True
             # The completer renews the lease until the outcome is written (none when lost).
-            lease = None if lost else self.heartbeat
-            if error is None and not lost:
-                job = self.handle
-                completion = Completion(job.id, job.claim_token, self.logs.take(), self._result)
-                completer.submit(self, completion, duration, lease=lease)
-            else:
-                self._handed_over = (error, duration, lost)
-                completer.submit_outcome(self, lease=lease)
+            completer.submit(self, write, duration, lease=None if lost else self.heartbeat)
             handed_over = True
             if isinstance(error, SuspendRun):
                 error = None  # a suspension is how the run ended, not a failure
@@ -455,148 +318,83 @@ class ManagedRun:
                 with self._lock:
                     self._state = "done"
 
-    def _record(
-        self,
-        error: BaseException | None,
-        duration: float,
-        lost: bool,
-        persist: Persist | None = None,
-    ) -> RunOutcome:
-        """Write the outcome (or, when the lease was lost, only report it) and report it;
-        through ``persist`` (the completer's retries) when given."""
-        if lost:
-            self._lease_lost()
-            return RunOutcome(error, None, "lease-lost")
+    def _ending(self, error: BaseException | None) -> ClaimWrite:
+        """The one write that ends this claim, built here only: what the handler's
+        ``error`` (None: it returned) means for the job, with the lines it logged."""
+        job = self.handle
         logs = self.logs.take()  # once: a write tried again carries the same lines
-        try:
-            result = (persist or _once)(lambda: self._write(error, logs))
-        except Exception as exc:
-            self._write_failed(exc)
-            return RunOutcome(error, None, "write-failed")
-        self._report(error, result, duration)
-        if error is not None and result.status == "failed-terminal":
-            dead_letter(self.runtime, self.handle.type, self.handle.id, self._kind(error))
+        if error is None:
+            return Completion(job.id, job.claim_token, logs, self._result)
+        if self.signal.aborted and self.signal.reason == CANCELLED:
+            return CancelWrite(job.id, job.claim_token, logs)
+        if isinstance(error, SuspendRun):
+            return ReleaseWrite(job.id, job.claim_token, logs, run_at=error.run_at)
+        kind = self._kind(error)
+        if kind == "invalid-payload":
+            return FailWrite(job.id, job.claim_token, str(error), logs, kind)
+        if kind == "fatal":
+            return FailWrite(job.id, job.claim_token, describe_error(error), logs, kind)
+        backoff = BackoffPolicy.for_job(job)  # retried unless this was the last attempt
+        reason = describe_error(error)
+        return FailWrite(job.id, job.claim_token, reason, logs, kind, backoff, job.attempts)
+
+    def _write_here(
+        self, error: BaseException | None, duration: float, write: ClaimWrite | None
+    ) -> RunOutcome:
+        """Write ``write`` in the calling thread (none when the lease was lost), one try,
+        and report it."""
+        result: JobResult | Exception | None = None
+        if write is not None:
+            try:
+                result = write_alone(self.runtime.backend, write)
+            except Exception as exc:
+                result = exc
+        disposition = self._reported(error, result, duration)
         if isinstance(error, SuspendRun):
             error = None  # a suspension is how the run ended, not a failure
-        if result.status in ("lease-lost", "already-terminal", "not-found"):
-            return RunOutcome(error, result, "lease-lost")
-        return RunOutcome(error, result, "written")
-
-    def write_outcome(self, persist: Persist) -> None:
-        """The completer's call for an outcome handed over that is not a plain completion
-        (a failure, a suspension, a lost lease): write it through ``persist`` (tried again
-        while the store is unavailable) and report it, one write on its own, then let
-        shutdown and ``done`` waiters know the run is over."""
-        try:
-            handed_over, self._handed_over = self._handed_over, None
-            if handed_over is not None:
-                self._record(*handed_over, persist=persist)
-        finally:
-            with self._lock:
-                self._state = "done"
-            self._over()
+        return RunOutcome(error, result if isinstance(result, JobResult) else None, disposition)
 
     def completion_written(self, result: JobResult | Exception, duration: float) -> None:
-        """The completer wrote (or failed to write) this run's completion: report it, and
-        let shutdown and ``done`` waiters know the run is over."""
+        """The completer's call once the write this run handed it is recorded
+        (``result``), or could not be (the error), or, with the lease lost, was not made:
+        report it, and let shutdown and ``done`` waiters know the run is over."""
         try:
-            if isinstance(result, Exception):
-                self._write_failed(result)
-            else:
-                self._report(None, result, duration)
+            self._reported(self._error, None if self._lost else result, duration)
         finally:
             with self._lock:
                 self._state = "done"
             self._over()
+
+    def _reported(
+        self, error: BaseException | None, result: JobResult | Exception | None, duration: float
+    ) -> str:
+        """Report how the claim ended: ``result`` of its ending write, the error that kept
+        the write from being recorded, or None when the lease was lost (nothing written).
+        The outcome's disposition (see :class:`RunOutcome`)."""
+        if result is None:
+            self._lease_lost()
+            return "lease-lost"
+        if isinstance(result, Exception):
+            self._write_failed(result)
+            return "write-failed"
+        kind = None if error is None else self._kind(error)
+        fatal = kind in ("fatal", "invalid-payload")
+        report_outcome(self.runtime, self.handle, error, result, duration, fatal=fatal)
+        status = result.status
+        if kind is not None and status == "failed-terminal":
+            dead_letter(self.runtime, self.handle.type, self.handle.id, kind)
+        return "lease-lost" if status in NOT_RECORDED else "written"
 
     def _write_failed(self, exc: BaseException) -> None:
         extra = {"job_id": self.handle.id, "type": self.handle.type}
         message = "could not record the outcome of job %s; the reaper will recover it"
         log_failure(logger, exc, message, self.handle.id, extra=extra)
 
-    def _write(self, error: BaseException | None, logs: list[LogEntry]) -> JobResult:
-        backend = self.runtime.backend
-        job = self.handle
-        if error is None:
-            return backend.complete(job.id, job.claim_token, logs=logs, result=self._result)
-        if self.signal.aborted and self.signal.reason == CANCELLED:
-            return backend.cancel_run(job.id, job.claim_token, logs=logs)
-        if isinstance(error, SuspendRun):
-            return backend.release(job.id, job.claim_token, logs=logs, run_at=error.run_at)
-        if isinstance(error, InvalidPayload):
-            return backend.fail_fatal(
-                job.id, job.claim_token, str(error), logs=logs, kind="invalid-payload"
-            )
-        reason = describe_error(error)
-        if self._is_fatal(error):
-            return backend.fail_fatal(job.id, job.claim_token, reason, logs=logs)
-        now = backend.now()
-        try:
-            retry_at = BackoffPolicy.for_job(job).next_run_at(job.attempts, now)
-        except (ArithmeticError, ValueError):  # a backoff no datetime can hold
-            retry_at = now + timedelta(seconds=DEFAULT_BACKOFF_MAX_DELAY)
-        exhausted: FailureKind = "interrupted" if is_interrupt(error) else "retries-exhausted"
-        return backend.fail(
-            job.id, job.claim_token, reason, retry_at=retry_at, logs=logs, exhausted=exhausted
-        )
-
     def _kind(self, error: BaseException) -> FailureKind:
         """The failure kind a terminal failure with ``error`` is recorded as."""
-        if isinstance(error, InvalidPayload):
-            return "invalid-payload"
-        if self._is_fatal(error):
-            return "fatal"
-        return "interrupted" if is_interrupt(error) else "retries-exhausted"
-
-    def _is_fatal(self, error: BaseException) -> bool:
         handler = self.handler
-        if isinstance(error, InvalidPayload):
-            return True
         fatal = handler.fatal_errors if isinstance(handler, ManagedHandler) else ()
-        return isinstance(error, (FatalJobError, *fatal))
-
-    def _report(self, error: BaseException | None, result: JobResult, duration: float) -> None:
-        status = result.status
-        extra = {"job_id": self.handle.id, "type": self.handle.type}
-        if status in ("lease-lost", "already-terminal", "not-found"):
-            op = "complete" if error is None else "fail"
-            if isinstance(error, SuspendRun):
-                op = "release"
-            self._emit("lease-lost", op=op)
-            logger.warning("job %s: outcome not recorded (%s)", self.handle.id, status, extra=extra)
-        elif status == "completed":
-            self._emit("completed", duration=duration, attempt=self.handle.attempts)
-        elif status == "superseded":
-            self._emit("superseded", duration=duration)
-        elif status == "cancelled":
-            self._emit("cancelled", duration=duration, attempt=self.handle.attempts)
-            logger.info("job %s cancelled", self.handle.id, extra=extra)
-        elif isinstance(error, SuspendRun):
-            self._emit("suspended", duration=duration, extra={"run_at": error.run_at})
-        elif error is not None and self._is_fatal(error):
-            self._emit("fail-fatal", duration=duration, terminal=True, error=error)
-            logger.error(
-                "job %s failed fatally: %s", self.handle.id, error_text(error), extra=extra
-            )
-        else:
-            terminal = status == "failed-terminal"
-            self._emit(
-                "failed",
-                duration=duration,
-                terminal=terminal,
-                error=error,
-                attempt=self.handle.attempts,
-            )
-            log = logger.error if terminal else logger.warning
-            log(
-                "job %s attempt %d/%d failed%s: %s",
-                self.handle.id,
-                self.handle.attempts,
-                self.handle.max_attempts,
-                "" if not terminal else " for the last time",
-                "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
-                extra=extra,
-            )
+        return failure_kind(error, fatal)
 
     def abort(self, reason: str) -> bool:
         """Fence the run without writing: abort its handler and stop its heartbeat (no
@@ -635,13 +433,10 @@ class ManagedRun:
         return unstarted
 
     def _release(self, timeout: float) -> JobResult | None:
+        job = self.handle
+        release = ReleaseWrite(job.id, job.claim_token, self.logs.take(), timeout=timeout)
         try:
-            result = self.runtime.backend.release(
-                self.handle.id,
-                self.handle.claim_token,
-                logs=self.logs.take(),
-                timeout=timeout,
-            )
+            result = release.write(self.runtime.backend)
         except Exception as exc:
             logger.warning(
                 "could not release job %s during shutdown; the reaper will: %s",
@@ -649,7 +444,7 @@ class ManagedRun:
                 exc,
                 extra={"job_id": self.handle.id, "type": self.handle.type},
             )
-            self._emit("shutdown-released", op="release", error=exc)
+            emit(self.runtime, self.handle, "shutdown-released", op="release", error=exc)
             return None
-        self._emit("shutdown-released", op=result.status)
+        emit(self.runtime, self.handle, "shutdown-released", op=result.status)
         return result

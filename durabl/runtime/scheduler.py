@@ -19,11 +19,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from durabl.model.clock import Clock
+from durabl.model.clock import Clock, Seconds
 from durabl.model.options import NewJob
 from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule, build_schedule, plan_firing, tick_job
-from durabl.runtime.forward import takes_like
 from durabl.runtime.outages import OutageLog, log_failure
 from durabl.stores.base import Backend
 
@@ -38,12 +37,30 @@ _declared: dict[str, Schedule] = {}
 _declared_lock = threading.Lock()
 
 
-@takes_like(build_schedule)
-def declare(*args: Any, **kwargs: Any) -> Schedule:
+def declare(
+    name: str,
+    type: str,
+    *,
+    cron: str | None = None,
+    every: Seconds | None = None,
+    data: Any = None,
+    timezone: str = "UTC",
+    catch_up: str = "latest",
+    **enqueue_options: Any,
+) -> Schedule:
     """``durabl.schedule``: validate and remember a schedule for every queue of this
     process; ``start_scheduler()`` stores it. No I/O. A later declaration of the same name
-    replaces the earlier one."""
-    schedule = build_schedule(*args, **kwargs)
+    replaces the earlier one. The parameters are those of ``queue.schedule``."""
+    schedule = build_schedule(
+        name,
+        type,
+        cron=cron,
+        every=every,
+        data=data,
+        timezone=timezone,
+        catch_up=catch_up,
+        **enqueue_options,
+    )
     with _declared_lock:
         _declared[schedule.name] = schedule
     return schedule

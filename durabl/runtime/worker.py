@@ -24,16 +24,13 @@ from durabl.model.exceptions import BackendUnavailableError, QueueShutdownError
 from durabl.model.job import JobHandle
 from durabl.model.options import check_job_type
 from durabl.runtime.completer import Completer
+from durabl.runtime.failures import is_interrupt
+from durabl.runtime.handler import check_plain_function
 from durabl.runtime.heartbeat import HeartbeatThread, LeaseKeeper, heartbeat_outage_log
 from durabl.runtime.outages import OutageLog
 from durabl.runtime.pacing import next_poll_wait
-from durabl.runtime.run import (
-    ManagedRun,
-    Runtime,
-    check_plain_function,
-    emit_claimed,
-    is_interrupt,
-)
+from durabl.runtime.reports import emit_claimed
+from durabl.runtime.run import ManagedRun, Runtime
 
 logger = logging.getLogger(__name__)
 

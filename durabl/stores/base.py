@@ -9,11 +9,11 @@ is retried after an ambiguous failure reports its first result.
 from __future__ import annotations
 
 import inspect
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from durabl.model.activity import ActivityRead, ActivityWindow
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
@@ -23,15 +23,10 @@ from durabl.model.job import (
     CancelOutcome,
     FencedWrites,
     Job,
-    JobEvent,
     JobFilter,
     JobHandle,
     JobResult,
     LogEntry,
-    PickupMode,
-    QueueStats,
-    ReapReport,
-    ResultStatus,
     clip_reason,
 )
 
@@ -40,6 +35,7 @@ from durabl.model.job import Completion as Completion  # noqa: PLC0414 - re-expo
 from durabl.model.job import Failure as Failure  # noqa: PLC0414
 from durabl.model.job import Release as Release  # noqa: PLC0414
 from durabl.model.options import NewJob, check_job_type
+from durabl.model.reports import JobEvent, PickupMode, QueueStats, ReapReport
 from durabl.model.rules import (
     PRUNE_STATUSES,
     JobPage,
@@ -107,6 +103,7 @@ class Backend(FencedWrites, Protocol):
         """Why push pickup cannot run on this store, or None when it can (it starts with
         the first ``process()`` once ``startup()`` verified it)."""
 
+    @abstractmethod
     def startup(self) -> None:
         """Create indexes/schema. Idempotent; safe on a store that already holds jobs."""
 
@@ -127,6 +124,7 @@ class Backend(FencedWrites, Protocol):
         ``durabl migrate --check`` asks the store rather than assuming."""
 
     # -- enqueue --------------------------------------------------------------------------
+    @abstractmethod
     def enqueue(self, job: NewJob) -> EnqueueResult:
         """Store a pending job; None id when its dedupe slot is taken.
 
@@ -143,6 +141,7 @@ class Backend(FencedWrites, Protocol):
         (a scope conflict, a statement error) leaves the caller's transaction usable.
         ``ValueError`` on a store without transactional enqueue."""
 
+    @abstractmethod
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         """Create the job already claimed when its key allows a run now; else enqueue a
         follower (or coalesce) as :meth:`enqueue` would."""
@@ -179,10 +178,12 @@ class Backend(FencedWrites, Protocol):
         :meth:`claim` gives, those past the first ``starting`` reserved (each store's own
         atomic claim; not an operation a caller makes)."""
 
+    @abstractmethod
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         """Record that the handlers of these reserved claims (``(job_id, token)`` pairs)
         started. Fenced on each token; claims that are no longer held are skipped."""
 
+    @abstractmethod
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
     ) -> JobHandle[Any] | None:
@@ -202,8 +203,10 @@ class Backend(FencedWrites, Protocol):
     def recover_stuck_jobs(self, visibility_timeout: float) -> int:
         """One sweep; the number of jobs recovered (pending again, stalled or superseded)."""
 
+    @abstractmethod
     def has_outstanding(self, type: str, dedupe_key: str) -> bool: ...
 
+    @abstractmethod
     def get_job(self, job_id: str) -> Job[Any] | None: ...
 
     def list_jobs(
@@ -235,11 +238,13 @@ class Backend(FencedWrites, Protocol):
         search; ``among_newest``: of the first that many jobs of the list, as
         :meth:`list_jobs` with it."""
 
+    @abstractmethod
     def retry(self, job_id: str) -> bool:
         """failed -> pending with attempts 0, due now. False if the job is not failed, or
         its dedupe key is live under the other scope, or the pending slot it needs is
         taken. (A ``pending``-scope job behind an active run becomes its follower.)"""
 
+    @abstractmethod
     def delete(self, job_id: str) -> bool:
         """Remove a job that is not active; False when absent or active."""
 
@@ -270,8 +275,10 @@ class Backend(FencedWrites, Protocol):
         operation (a ``status`` other than ``pending`` is a ``ValueError``). The number of
         delayed jobs made due."""
 
+    @abstractmethod
     def get_stats(self, type: str | None = None) -> QueueStats: ...
 
+    @abstractmethod
     def job_types(self) -> list[str]:
         """Every type that has at least one stored job."""
 
@@ -460,15 +467,15 @@ class StoreBase(Backend):
         check_job_type(type)
         return self.read_rate_limit(type)
 
+    @abstractmethod
     def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
         """Store (None: remove) the checked rate limit of ``type``. Claims of the type
         then start at most ``rate.limit`` jobs per window, counted atomically with the
         claim across processes, with no write while the window is full."""
-        raise NotImplementedError(f"{self.__class__.__name__} keeps no rate limits")
 
+    @abstractmethod
     def read_rate_limit(self, type: str) -> RateLimit | None:
         """The stored rate limit of ``type``."""
-        raise NotImplementedError(f"{self.__class__.__name__} keeps no rate limits")
 
     # -- schedules: a store that keeps them sets the flag and either gives the part that
     # keeps them (``schedules``) or overrides these four ----------------------------------
@@ -631,17 +638,17 @@ class StoreBase(Backend):
             raise ValueError("delete_matching never deletes active jobs")
         return self.delete_selected(selection)
 
+    @abstractmethod
     def retry_selected(self, filters: JobFilter) -> int:
         """Retry, as :meth:`Backend.retry` would one by one, every failed job ``filters``
         selects (its status is ``failed``), oldest first, in one operation (one transaction
         where the store has them): a job whose dedupe key is live stays failed. How many
         were retried."""
-        raise NotImplementedError(f"{type(self).__name__} has no bulk retry")
 
+    @abstractmethod
     def delete_selected(self, filters: JobFilter) -> int:
         """Delete every job ``filters`` selects that is not active, in one operation; how
         many were deleted."""
-        raise NotImplementedError(f"{type(self).__name__} has no bulk delete")
 
     def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
         """See :meth:`Backend.cancel_matching`: checked as :meth:`list_jobs` (a terminal
@@ -663,21 +670,21 @@ class StoreBase(Backend):
             raise ValueError(f"run_now_matching moves pending jobs, not {selection.status!r}")
         return self.run_now_selected(replace(selection, status="pending"))
 
+    @abstractmethod
     def cancel_selected(self, filters: JobFilter, reason: str) -> int:
         """As :meth:`write_cancel` one by one, in one operation: every pending job
         ``filters`` selects ``cancelled`` (``fail_reason`` ``reason``), every active one
         with no request yet requested (``reason``); how many of both."""
-        raise NotImplementedError(f"{type(self).__name__} has no bulk cancel")
 
+    @abstractmethod
     def run_now(self, job_id: str) -> bool:
         """See :meth:`Backend.run_now`: one atomic statement of the store."""
-        raise NotImplementedError(f"{type(self).__name__} has no run_now")
 
+    @abstractmethod
     def run_now_selected(self, filters: JobFilter) -> int:
         """Set ``run_at`` (and ``updated_at``) to the store's now on every job ``filters``
         selects (its status is ``pending``) whose ``run_at`` is later, in one operation;
         how many."""
-        raise NotImplementedError(f"{type(self).__name__} has no bulk run_now")
 
     @abstractmethod
     def stats_by_type(self) -> dict[str, QueueStats]:
@@ -780,74 +787,15 @@ def protocol_operations(protocol: type) -> tuple[str, ...]:
         if cls is object or not getattr(cls, "_is_protocol", False):
             continue
         for name, value in vars(cls).items():
-            if (
-                inspect.isfunction(value)
-                and not name.startswith("_")
-                and not getattr(value, "__isabstractmethod__", False)  # a store's own step
-            ):
+            if inspect.isfunction(value) and not name.startswith("_") and name not in STORE_STEPS:
                 names[name] = None
     return tuple(names)
 
 
+#: Methods of the protocols that are a store's own steps behind an operation (the
+#: operation calls them), not operations a caller makes.
+STORE_STEPS = frozenset({"claim_due", "write_completions", "write_failure", "write_release"})
+
+
 #: Every operation of :class:`Backend`, the fenced writes included.
 BACKEND_OPERATIONS = protocol_operations(Backend)
-
-
-Tx = TypeVar("Tx")
-R = TypeVar("R")
-
-
-class AppliedWrite(NamedTuple):
-    """A fenced write that matched its fence: what its receipt and logs record."""
-
-    job_id: str
-    token: str
-    op: str
-    result: ResultStatus
-    logs: Sequence[LogEntry]
-
-
-class FencedTransactions(ABC, Generic[Tx]):
-    """The fenced write of a store whose writes are transactions on a connection or cursor
-    ``Tx`` (SQLite, PostgreSQL), written once: ``apply`` the write; when it matched its
-    fence, store the run's logs and the write's receipt in the same transaction; when it
-    matched nothing, resolve the miss (a repeat is answered from its receipt, else the
-    job's state says why). Each store supplies the four steps."""
-
-    def _fenced(
-        self,
-        op: str,
-        job_id: str,
-        token: str,
-        logs: Sequence[LogEntry],
-        apply: Callable[[Tx, dict[str, Any]], ResultStatus | None],
-        *,
-        timeout: float | None = None,
-    ) -> JobResult:
-        """Run ``apply`` (None: the fence matched nothing) as described above."""
-        params = self._fence_params(job_id, token)
-
-        def write(tx: Tx) -> JobResult:
-            result = apply(tx, params)
-            if result is None:
-                return self._resolve_miss(tx, job_id, token, op)
-            self._record_applied(tx, AppliedWrite(job_id, token, op, result, logs))
-            return JobResult(result)
-
-        return self._in_write(op, write, timeout)
-
-    @abstractmethod
-    def _fence_params(self, job_id: str, token: str) -> dict[str, Any]:
-        """The parameters of the fence (and the write's ``now``)."""
-
-    @abstractmethod
-    def _resolve_miss(self, tx: Tx, job_id: str, token: str, op: str) -> JobResult:
-        """What a write whose fence matched nothing returns."""
-
-    @abstractmethod
-    def _record_applied(self, tx: Tx, applied: AppliedWrite) -> None:
-        """Store the logs and the receipt of a write that applied."""
-
-    @abstractmethod
-    def _in_write(self, op: str, write: Callable[[Tx], R], timeout: float | None) -> R:
-        """Run ``write`` in one write transaction (repeatable after a lost connection)."""

@@ -136,6 +136,7 @@ class Leases:
         self.claimed: dict[str, float] = {}  # claim returned (t1)
         self._began: dict[str, float] = {}  # latest renewal, or the claim, that began
         self._returned: dict[str, float] = {}  # latest that returned or may have applied
+        self._released: dict[str, float] = {}  # earliest release that may have applied, began
         for claim in history.claims:
             self.claimed[claim.tok] = claim.t1
             self._began[claim.tok] = claim.t0
@@ -145,10 +146,19 @@ class Leases:
                 self._began[beat.tok] = max(self._began.get(beat.tok, beat.t0), beat.t0)
             if beat.result in ("applied", "cancel-requested", "error"):
                 self._returned[beat.tok] = max(self._returned.get(beat.tok, beat.t1), beat.t1)
+        for write in history.writes:
+            # A drain past its grace releases the job of a handler still running (durabl
+            # abandons it, never kills it): the lease ends there, and another claim is due.
+            if write.op == "release" and write.result in ("released", "error"):
+                self._released[write.tok] = min(self._released.get(write.tok, write.t0), write.t0)
 
     def expired_no_earlier_than(self, token: str) -> float | None:
+        """When the lease ran out at the earliest: its last renewal's lease, or the release
+        that began before that ended it."""
         began = self._began.get(token)
-        return None if began is None else began + self.vt
+        if began is None:
+            return None
+        return min(began + self.vt, self._released.get(token, began + self.vt))
 
     def held_no_later_than(self, token: str) -> float | None:
         returned = self._returned.get(token)

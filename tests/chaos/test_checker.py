@@ -173,6 +173,23 @@ def test_runs_overlapping_after_the_first_lease_expired_are_allowed() -> None:
     assert checker.overlapping_runs(h, VT) == []
 
 
+def test_a_run_whose_job_a_drain_released_may_overlap_the_next_claim() -> None:
+    h = History()
+    claim(h, "a", "t1", 0.0)
+    run(h, "a", "t1", 0.1, 1.6)  # still running when the drain's grace ran out at 1.0
+    write(h, "a", "t1", 1.0, r="released", op="release")
+    claim(h, "a", "t2", 1.02, pid=2, att=2)  # well inside the lease the claim began
+    run(h, "a", "t2", 1.1, 1.2, pid=2, att=2)
+    assert checker.overlapping_runs(h, VT) == []
+    refused = History()  # a release refused for its lease ends nothing
+    claim(refused, "a", "t1", 0.0)
+    run(refused, "a", "t1", 0.1, 1.6)
+    write(refused, "a", "t1", 1.0, r="lease-lost", op="release")
+    claim(refused, "a", "t2", 1.02, pid=2, att=2)
+    run(refused, "a", "t2", 1.1, 1.2, pid=2, att=2)
+    assert rules(checker.overlapping_runs(refused, VT)) == {"overlap"}
+
+
 def test_a_run_of_a_killed_process_ends_at_its_death() -> None:
     h = History()
     claim(h, "a", "t1", 0.0)

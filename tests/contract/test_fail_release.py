@@ -102,6 +102,17 @@ def test_fail_with_a_pending_follower_holding_the_key_is_superseded(
     assert claim_one(backend).id == follower  # the key is no longer running
 
 
+def test_a_failed_run_superseded_by_a_follower_keeps_the_failure_in_its_attempt(
+    backend: Backend, clock: FakeClock
+) -> None:
+    enqueue_id(backend, dedupe_key="k", dedupe_scope="pending", max_attempts=3)
+    handle = claim_one(backend)
+    enqueue_id(backend, dedupe_key="k", dedupe_scope="pending")
+    assert handle.fail("ValueError: upstream 503", retry_at=clock.now()) == "superseded"
+    (attempt,) = get(backend, handle.id).attempt_history
+    assert (attempt.outcome, attempt.error) == ("superseded", "ValueError: upstream 503")
+
+
 def test_fail_at_max_attempts_with_a_follower_is_still_failed_terminal(
     backend: Backend, clock: FakeClock
 ) -> None:

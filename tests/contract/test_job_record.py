@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from durabl.model.job import ATTEMPTS_KEPT, Attempt
+from durabl.model.attempts import ATTEMPTS_KEPT, Attempt
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock
 from tests.contract.support import VT, enqueue_id, expire_leases, get

@@ -133,7 +133,7 @@ class PageRun:
         self._state.start_clean()  # as in the reader's own process: nothing declared yet
         self._bytecode = sys.dont_write_bytecode
         self._imported: list[str] = []
-        self._mongo_before: set[str] | None = None
+        self._databases: list[str] = []  # MongoDB databases handed to the blocks
         self._schemas: list[str] = []
         self._queues: weakref.WeakSet[JobQueue] = weakref.WeakSet()
         sys.modules[self.module.__name__] = self.module
@@ -322,10 +322,9 @@ class PageRun:
         from tests.conftest import require_mongo
 
         url = require_mongo()
-        if self._mongo_before is None:
-            self._mongo_before = set(_mongo_databases(url))
         parts = urlsplit(url)
         database = f"snippet_{uuid.uuid4().hex[:8]}"
+        self._databases.append(database)
         return {"MONGO_URL": url, "DURABL_URL": urlunsplit(parts._replace(path="/" + database))}
 
     def _postgres(self) -> dict[str, str]:
@@ -371,15 +370,16 @@ class PageRun:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _drop_databases(self) -> None:
-        if self._mongo_before is not None:
+        # Only the databases this run named: the server is shared with other tests, and
+        # under xdist with other workers, whose databases appear and go meanwhile.
+        if self._databases:
             from pymongo import MongoClient
 
             from tests.conftest import require_mongo
 
-            url = require_mongo()
             client: MongoClient[dict[str, Any]]
-            with MongoClient(url) as client:
-                for name in set(client.list_database_names()) - self._mongo_before:
+            with MongoClient(require_mongo()) as client:
+                for name in self._databases:
                     client.drop_database(name)
         if self._schemas:
             import psycopg
@@ -391,14 +391,6 @@ class PageRun:
             with psycopg.connect(postgres_url(), autocommit=True) as conn:
                 for schema in self._schemas:
                     conn.execute(drop.format(sql.Identifier(schema)))
-
-
-def _mongo_databases(url: str) -> list[str]:
-    from pymongo import MongoClient
-
-    client: MongoClient[dict[str, Any]]
-    with MongoClient(url) as client:
-        return client.list_database_names()
 
 
 _CLIENTS = {"MongoClient": "pymongo", "ConnectionPool": "psycopg_pool", "Connection": "psycopg"}

@@ -20,7 +20,8 @@ from durabl import (
 )
 from durabl.model.abort import AbortSignal
 from durabl.orchestrator import OrchestrationContext, StepKeys
-from durabl.runtime.run import ManagedRun, SuspendRun
+from durabl.runtime.handler import SuspendRun
+from durabl.runtime.run import ManagedRun
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock, wait_until
 from tests.contract.support import expire_leases

@@ -12,7 +12,8 @@ import pytest
 from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend, Orchestrator
 from durabl.model.abort import LEASE_UNCONFIRMED, AbortSignal
 from durabl.orchestrator import OrchestrationContext, StepKeys
-from durabl.runtime.run import ManagedHandler, ManagedRun, RunSignal, SuspendRun
+from durabl.runtime.handler import RunSignal, SuspendRun
+from durabl.runtime.run import ManagedHandler, ManagedRun
 from durabl.testing import FakeClock
 
 

@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from durabl import Job, JobContext, JobEvent, JobQueue
-from durabl.model.job import PickupMode
+from durabl.model.reports import PickupMode
 from durabl.stores.postgres import PostgresJobQueue
 from durabl.stores.postgres.listener import THREAD_NAME, parse_payload
 from durabl.stores.postgres.schema import Tables

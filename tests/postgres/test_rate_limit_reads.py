@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from durabl.model.options import build_new_job
-from durabl.stores.postgres import PostgresJobQueue, rates
+from durabl.stores.postgres import PostgresJobQueue
+from durabl.stores.sql import rates
 from tests.conftest import drop_postgres_tables
 
 

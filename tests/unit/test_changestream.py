@@ -31,18 +31,18 @@ from pymongo.errors import (
 
 from durabl import DurablError, JobEvent, JobQueue, MemoryBackend, MongoJobQueue
 from durabl.model.clock import SYSTEM_CLOCK, Clock
-from durabl.model.job import PickupMode
 from durabl.model.options import DEFAULT_POLL_INTERVAL, build_new_job
+from durabl.model.reports import PickupMode
 from durabl.stores.base import PushListener, PushSource
 from durabl.stores.mongo.changestream import (
     PROJECTED_FIELDS,
     PushSettings,
-    TimerQueue,
     claimable_pipeline,
     classify,
     frees_a_slot,
 )
 from durabl.stores.mongo.pushreads import WatcherReads
+from durabl.stores.mongo.routing import TimerQueue
 from durabl.stores.mongo.watcher import Watcher
 from durabl.testing import FakeClock, wait_until
 

@@ -16,7 +16,8 @@ import pytest
 from durabl import FatalJobError, Job, JobContext, JobEvent, JobQueue, MemoryBackend
 from durabl.model.job import JobResult
 from durabl.runtime.completer import Completer
-from durabl.runtime.run import Handler, ManagedRun, SuspendRun
+from durabl.runtime.handler import SuspendRun
+from durabl.runtime.run import Handler, ManagedRun
 from durabl.stores.base import Backend, Completion
 from durabl.testing import FakeClock
 

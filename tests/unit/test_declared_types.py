@@ -3,6 +3,7 @@ default queue, ``process_declared``, and the old ``durabl.job`` module still imp
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -117,13 +118,12 @@ def test_process_declared_starts_the_declared_types(declared: list[str]) -> None
     assert queue.processors["u-a"].concurrency == 2
 
 
-def test_the_old_durabl_job_module_still_imports_and_decorates(declared: list[str]) -> None:
-    from durabl.job import QueueHealth, QueueStats
+def test_durabl_job_is_the_decorator_and_no_module_can_replace_it(declared: list[str]) -> None:
+    from durabl.runtime.decorator import job
 
-    assert QueueHealth is durabl.QueueHealth and QueueStats is durabl.QueueStats
-    import durabl.job as module
-
-    assert module is sys.modules["durabl"].job
+    assert durabl.job is job
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("durabl.job")
     declared.append("u-module")
     assert isinstance(durabl.job("u-module")(handle), DeclaredJob)
 

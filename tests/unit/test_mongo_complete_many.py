@@ -19,7 +19,7 @@ from durabl import DurablError, MongoJobQueue
 from durabl.model.job import JobHandle, JobResult, LogEntry
 from durabl.model.options import build_new_job
 from durabl.stores.base import Completion
-from durabl.stores.mongo.bulk import MongomockUpdateOne, fenced_update
+from durabl.stores.mongo.mongomock_adapter import MongomockUpdateOne, fenced_update
 from durabl.testing import FakeClock
 from tests.conftest import make_mongomock_backend
 

@@ -20,7 +20,8 @@ import pytest
 from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend
 from durabl.model.exceptions import BackendUnavailableError
 from durabl.model.job import JobResult, LogEntry
-from durabl.runtime.completer import RETRY_MAX_WAIT, Completer
+from durabl.runtime.completer import Completer
+from durabl.runtime.retrying import RETRY_MAX_WAIT
 from durabl.runtime.run import ManagedRun
 from durabl.runtime.shutdown import DRAIN_GRACE
 from durabl.stores.base import Completion

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from mockupdb import Request
 
-from durabl.model.job import ReapReport
 from durabl.model.options import build_new_job
+from durabl.model.reports import ReapReport
 from durabl.stores.base import Completion
 from tests.wire.server import (
     Call,

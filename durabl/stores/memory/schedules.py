@@ -27,10 +27,6 @@ class MemorySchedules:
         self._enqueue = enqueue
         self._rows: dict[str, _Row] = {}
 
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
-
     def upsert(self, schedule: Schedule, next_run_at: datetime) -> None:
         definition = schedule.definition()
         with self._lock:

@@ -1,6 +1,7 @@
 """The bookkeeping under :class:`durabl.MemoryBackend`: one record per job, the dedupe
-slots a record holds in each status, the moves between statuses that keep the two in
-step, and the fence and receipts of a claimed run. The Backend methods are in
+slots a record holds in each status, the moves between statuses that keep the two in step,
+what each fenced write does to the record it holds, and the reads over the records. The
+Backend methods (the lock, the fences and receipts) are in
 :mod:`durabl.stores.memory.backend`.
 """
 
@@ -10,18 +11,19 @@ import copy
 import threading
 import uuid
 from collections import Counter, deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
+from durabl.model import activity, rules
+from durabl.model.attempts import Attempt, AttemptOutcome, add_attempt
 from durabl.model.backoff import BackoffKind
-from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     TERMINAL_STATUSES,
-    Attempt,
-    AttemptOutcome,
+    Completion,
     DedupeScope,
+    Failure,
     FailureKind,
     Job,
     JobFilter,
@@ -29,29 +31,16 @@ from durabl.model.job import (
     JobStatus,
     JournalRecord,
     LogEntry,
+    Release,
     ResultStatus,
-    TerminalStatus,
-    add_attempt,
     clip_text,
 )
-from durabl.model.options import (
-    MAX_LOG_ENTRIES,
-    MAX_LOG_MESSAGE_BYTES,
-    RECEIPTS_KEPT,
-    NewJob,
-)
+from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, RECEIPTS_KEPT, NewJob
 from durabl.model.payload import portable, to_millis
-from durabl.model.rules import cancelled_reason, resolve_miss
+from durabl.model.reports import QueueStats
 
-_TERMINAL: dict[str, TerminalStatus] = {status: status for status in TERMINAL_STATUSES}
-_JOB_FIELDS = tuple(f.name for f in fields(Job))
 #: The Job fields a record holds under the same name.
-_RECORD_FIELDS = tuple(name for name in _JOB_FIELDS if name not in ("worker", "lease_expires_at"))
-
-
-def cancel_reason(rec: Record) -> str:
-    """Why a run whose cancellation was requested ends cancelled."""
-    return cancelled_reason(rec.cancel_requested)
+_RECORD_FIELDS = tuple(f.name for f in fields(Job) if f.name not in ("worker", "lease_expires_at"))
 
 
 @dataclass(eq=False)
@@ -93,16 +82,15 @@ class Record:
     concurrency_limit: int | None = None
     trace_context: dict[str, str] | None = None
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
+    #: (claim token, operation, result) of the fenced writes that applied, newest last.
     receipts: deque[tuple[str, str, ResultStatus]] = field(
         default_factory=lambda: deque(maxlen=RECEIPTS_KEPT)
     )
     journal: list[JournalRecord] = field(default_factory=list)
 
     def order(self) -> tuple[int, datetime, int]:
+        """Where the record stands among due pending ones: claims take the lowest first."""
         return (self.priority, self.run_at, self.seq)
-
-    def lease_before(self, cutoff: datetime) -> bool:
-        return self.heartbeat_at is not None and self.heartbeat_at < cutoff
 
 
 class MemoryStore:
@@ -114,29 +102,40 @@ class MemoryStore:
         self.lock = threading.RLock()
         self.jobs: dict[str, Record] = {}
         self._seq = 0
-        # Dedupe slots, key -> job id: pending+active holds ``_live`` while pending or
-        # active; pending holds ``_pending`` while pending and ``_active`` while active.
+        # Dedupe slots, key -> job id: pending+active holds ``live`` while pending or
+        # active; pending holds ``pending`` while pending and ``active`` while active.
         self.live: dict[str, str] = {}
         self.pending: dict[str, str] = {}
         self.active: dict[str, str] = {}
 
-    # -- records and slots ----------------------------------------------------------------
     def clear(self) -> None:
         with self.lock:
             for table in (self.jobs, self.live, self.pending, self.active):
                 table.clear()
 
+    # -- dedupe slots and moves -----------------------------------------------------------
+    def pending_slots(self, scope: DedupeScope | None) -> dict[str, str]:
+        """The slot map a pending job of ``scope`` holds its key in."""
+        return self.live if scope == "pending+active" else self.pending
+
     def slots(self, scope: DedupeScope | None, status: str) -> dict[str, str] | None:
         """The slot map a job of ``scope`` holds while in ``status`` (None: no slot)."""
         if status == "pending":
-            return self.live if scope == "pending+active" else self.pending
+            return self.pending_slots(scope)
         if status == "active":
             return self.live if scope == "pending+active" else self.active
         return None
 
-    def pending_slots(self, scope: DedupeScope) -> dict[str, str]:
-        """The slot map a pending job of ``scope`` holds its key in."""
-        return self.live if scope == "pending+active" else self.pending
+    def other_scope(self, key: str, scope: DedupeScope | None) -> DedupeScope | None:
+        """The other scope when ``key`` has a live job under it (a key lives under one
+        scope at a time), else None."""
+        if scope == "pending+active":
+            return "pending" if key in self.pending or key in self.active else None
+        return "pending+active" if key in self.live else None
+
+    def holders(self, key: str, *slot_maps: dict[str, str]) -> list[Record]:
+        """The records that hold ``key`` in ``slot_maps``."""
+        return [self.jobs[slots[key]] for slots in slot_maps if key in slots]
 
     def can_move(self, rec: Record, status: str) -> bool:
         """Whether ``rec`` could hold its slot for ``status`` (free or already its own)."""
@@ -145,8 +144,20 @@ class MemoryStore:
             return True
         return slots.get(rec.dedupe_key, rec.id) == rec.id
 
-    def move(self, rec: Record, status: JobStatus, now: datetime) -> None:
-        """Change status, moving the dedupe slot along; the caller checked _can_move."""
+    def move(
+        self,
+        rec: Record,
+        status: JobStatus,
+        now: datetime,
+        ended: AttemptOutcome | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Change status, moving the dedupe slot along (the caller checked
+        :meth:`can_move`); ``ended``: the outcome of the claim this move ends, added to
+        the history (with ``error``) before the lease is cleared."""
+        if ended is not None:
+            attempt = Attempt(rec.attempts, rec.lease_owner, rec.claimed_at, now, ended, error)
+            rec.attempt_history = add_attempt(rec.attempt_history, attempt)
         if rec.dedupe_key is not None:
             old = self.slots(rec.dedupe_scope, rec.status)
             if old is not None and old.get(rec.dedupe_key) == rec.id:
@@ -159,7 +170,7 @@ class MemoryStore:
         if status != "active":
             rec.claim_token = rec.heartbeat_at = rec.claimed_at = rec.lease_owner = None
             rec.reserved = False
-        if status in _TERMINAL:
+        if status in TERMINAL_STATUSES:
             rec.finished_at = now
             rec.cancel_requested = None
 
@@ -181,38 +192,7 @@ class MemoryStore:
         active[rec.concurrency_key] += 1
         return True
 
-    def check_scope(self, key: str, scope: DedupeScope) -> None:
-        """Raise when ``key`` has a live job under the other scope."""
-        if scope == "pending+active":
-            if key in self.pending or key in self.active:
-                raise DedupeScopeConflictError(key, scope, "pending")
-        elif key in self.live:
-            raise DedupeScopeConflictError(key, scope, "pending+active")
-
-    @staticmethod
-    def end_attempt(
-        rec: Record, outcome: AttemptOutcome, now: datetime, error: str | None = None
-    ) -> None:
-        """Add the claim that ends now to the record's history (before the move that
-        clears its lease)."""
-        attempt = Attempt(rec.attempts, rec.lease_owner, rec.claimed_at, now, outcome, error)
-        rec.attempt_history = add_attempt(rec.attempt_history, attempt)
-
-    @staticmethod
-    def snapshot(rec: Record) -> Job[Any]:
-        values = {name: getattr(rec, name) for name in _RECORD_FIELDS}
-        return Job(
-            **{
-                **values,
-                "worker": rec.lease_owner,
-                "data": copy.deepcopy(rec.data),
-                "result": copy.deepcopy(rec.result),
-                "logs": tuple(rec.logs),
-                "journal": tuple(copy.deepcopy(rec.journal)),
-                "trace_context": None if rec.trace_context is None else dict(rec.trace_context),
-            }
-        )
-
+    # -- records --------------------------------------------------------------------------
     def add(self, job: NewJob, now: datetime) -> Record:
         """A new pending record holding its pending slot (checked free by the caller)."""
         self._seq += 1
@@ -237,14 +217,132 @@ class MemoryStore:
             trace_context=None if job.trace_context is None else dict(job.trace_context),
         )
         self.jobs[rec.id] = rec
-        slots = self.slots(rec.dedupe_scope, "pending")
-        if rec.dedupe_key is not None and slots is not None:
-            slots[rec.dedupe_key] = rec.id
+        if rec.dedupe_key is not None:
+            self.pending_slots(rec.dedupe_scope)[rec.dedupe_key] = rec.id
         return rec
 
+    @staticmethod
+    def snapshot(rec: Record) -> Job[Any]:
+        values = {name: getattr(rec, name) for name in _RECORD_FIELDS}
+        return Job(
+            **{
+                **values,
+                "worker": rec.lease_owner,
+                "data": copy.deepcopy(rec.data),
+                "result": copy.deepcopy(rec.result),
+                "logs": tuple(rec.logs),
+                "journal": tuple(copy.deepcopy(rec.journal)),
+                "trace_context": None if rec.trace_context is None else dict(rec.trace_context),
+            }
+        )
+
+    # -- claims, fences and receipts ------------------------------------------------------
+    def claimed(self, job_id: str, token: str) -> Record | None:
+        """The record while ``token`` holds its claim, else None."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.status != "active" or rec.claim_token != token:
+            return None
+        return rec
+
+    def missed(self, job_id: str, token: str, op: str) -> JobResult:
+        """Why a write ``op`` fenced on ``token`` missed: its own earlier result, a
+        terminal job, a lost lease, or no job at all."""
+        rec = self.jobs.get(job_id)
+        if rec is None:
+            return rules.resolve_miss(None, None)
+        receipt = next((r for t, o, r in rec.receipts if t == token and o == op), None)
+        return rules.resolve_miss(rec.status, receipt)
+
+    @staticmethod
+    def add_logs(rec: Record, logs: Sequence[LogEntry]) -> None:
+        rec.logs.extend(
+            LogEntry(to_millis(e.at), clip_text(e.message, MAX_LOG_MESSAGE_BYTES)) for e in logs
+        )
+
+    # -- what each fenced write does to the record its claim holds: the receipt's result --
+    def completed(self, completion: Completion, rec: Record, now: datetime) -> ResultStatus:
+        self.move(rec, "completed", now, "completed")
+        rec.result = portable(completion.result)
+        return "completed"
+
+    def cancelled(self, rec: Record, now: datetime) -> ResultStatus:
+        """A run whose cancellation was requested ends ``cancelled``, however it ended."""
+        reason = rules.cancelled_reason(rec.cancel_requested)
+        self.move(rec, "cancelled", now, "cancelled", reason)
+        rec.fail_reason = reason
+        return "cancelled"
+
+    def superseded(self, rec: Record, now: datetime, error: str | None = None) -> ResultStatus:
+        """A pending follower holds the key's pending slot: it covers this run's work (the
+        attempt keeps ``error``, the failure that ended the run, if any)."""
+        self.move(rec, "superseded", now, "superseded", error)
+        return "superseded"
+
+    def failed(self, failure: Failure, rec: Record, now: datetime) -> ResultStatus:
+        end = rules.failure_end(
+            retrying=failure.retry_at is not None,
+            attempts=rec.attempts,
+            max_attempts=rec.max_attempts,
+            cancel_requested=rec.cancel_requested is not None,
+        )
+        if end == "cancel":
+            return self.cancelled(rec, now)
+        if end == "fail":
+            self.move(rec, "failed", now, failure.terminal_outcome, failure.error)
+            rec.fail_reason = failure.reason
+            rec.failure_kind = failure.kind
+            return "failed-terminal"
+        if not self.can_move(rec, "pending"):
+            return self.superseded(rec, now, failure.error)  # the failure's reason not kept
+        self.move(rec, "pending", now, "retry-scheduled", failure.error)
+        rec.run_at = to_millis(failure.retry_at or now)  # "retry": retry_at is set
+        rec.fail_reason = failure.reason
+        return "retry-scheduled"
+
+    def released(self, release: Release, rec: Record, now: datetime) -> ResultStatus:
+        """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
+        attempt."""
+        if rec.cancel_requested is not None:
+            return self.cancelled(rec, now)
+        if not self.can_move(rec, "pending"):
+            return self.superseded(rec, now)
+        self.move(rec, "pending", now, "released")
+        rec.attempts -= 1
+        if release.run_at is not None:
+            rec.run_at = to_millis(release.run_at)
+        return "released"
+
+    def reaped(self, rec: Record, now: datetime) -> rules.ReapOutcome:
+        """End or requeue ``rec``, whose lease expired, as :func:`rules.reap_decision`
+        says; what the reaper counts for it."""
+        decision = rules.reap_decision(
+            rec.attempts,
+            rec.max_attempts,
+            reserved=rec.reserved,
+            unstarted_reaps=rec.unstarted_reaps,
+            cancel_requested=rec.cancel_requested is not None,
+        )
+        superseded = False
+        if decision == "cancel":  # its worker is gone: cancelled now
+            self.cancelled(rec, now)
+        elif decision == "stall":
+            self.move(rec, "failed", now, "stalled", rules.STALLED_REASON)
+            rec.failure_kind = "stalled"
+            rec.fail_reason = rules.STALLED_REASON
+        elif not self.can_move(rec, "pending"):
+            self.superseded(rec, now, rules.STALLED_REASON)
+            superseded = True
+        else:
+            self.move(rec, "pending", now, "lease-lost", rules.STALLED_REASON)
+            rec.run_at = now
+            if decision == "refund":
+                rec.attempts -= 1
+                rec.unstarted_reaps += 1
+        return rules.reap_outcome(decision, superseded)
+
+    # -- reads ----------------------------------------------------------------------------
     def select(self, filters: JobFilter) -> list[Record]:
         equal = filters.equal_fields().items()
-        search = filters.search
         ranges = [(column, op == ">=", value) for _, column, op, value in filters.ranges()]
         return [
             r
@@ -254,44 +352,85 @@ class MemoryStore:
                 (at := getattr(r, column)) is not None and (at >= value if at_least else at < value)
                 for column, at_least, value in ranges
             )
-            and (not search or self.matches(r, search))
+            and self.matches(r, filters.search)
         ]
 
     @staticmethod
-    def matches(r: Record, search: str) -> bool:
-        """Whether ``search`` is a prefix of the id or of the dedupe key, or text in the
-        failure reason, of ``r``."""
+    def matches(r: Record, search: str | None) -> bool:
+        """Whether ``search`` (none: everything) is a prefix of the id or of the dedupe
+        key, or text in the failure reason, of ``r``."""
         return (
-            r.id.startswith(search)
+            not search
+            or r.id.startswith(search)
             or (r.dedupe_key is not None and r.dedupe_key.startswith(search))
             or (r.fail_reason is not None and search in r.fail_reason)
         )
 
-    def searched(self, rows: list[Record], search: str | None) -> list[Record]:
-        """The ``rows`` that ``search`` matches, in their order."""
-        return [r for r in rows if not search or self.matches(r, search)]
+    def selected(
+        self, filters: JobFilter, order: rules.JobOrder | None, newest: int | None
+    ) -> list[Record]:
+        """The selected records in ``order`` (None: the list's own); ``newest``: only
+        among that many of the list's first records in its own order."""
+        rows = self.select(filters if newest is None else replace(filters, search=None))
+        rows.sort(key=lambda r: r.seq, reverse=True)
+        if rules.lists_by_finish(filters):  # a stable sort: jobs not finished stay newest first
+            rows.sort(key=_unset_lowest("finished_at"), reverse=True)
+        if newest is not None:
+            rows = [r for r in rows[:newest] if self.matches(r, filters.search)]
+        if order is not None:  # stable sorts: ties newest first
+            rows.sort(key=lambda r: r.seq, reverse=True)
+            rows.sort(key=_unset_lowest(order.field), reverse=order.descending)
+        return rows
 
-    # -- fences and receipts --------------------------------------------------------------
-    def fence(self, job_id: str, token: str, op: str) -> Record | JobResult:
-        """The record when ``token`` holds the claim; else why the write misses: its own
-        earlier result, a terminal job, a lost lease, or no job at all."""
-        rec = self.jobs.get(job_id)
-        if rec is None:
-            return resolve_miss(None, None)
-        if rec.status == "active" and rec.claim_token == token:
-            return rec
-        receipt = next((r for t, o, r in rec.receipts if t == token and o == op), None)
-        return resolve_miss(rec.status, receipt)
+    def find_activity(
+        self, window: activity.ActivityWindow, types: tuple[str, ...]
+    ) -> activity.ActivityRead:
+        """What :meth:`durabl.stores.base.Backend.read_activity` reads, for ``types``."""
+        chosen = set(types)
+        counts: Counter[tuple[str, str, int]] = Counter()
+        candidates: list[activity.WaitCandidate] = []
+        pending: dict[str, list[Record]] = {}  # type -> its jobs due by the window's end
+        for r in self.jobs.values():
+            if r.type not in chosen:
+                continue
+            if r.status == "pending":
+                if r.run_at <= window.until:
+                    pending.setdefault(r.type, []).append(r)
+            elif r.status == "active":
+                if (r.heartbeat_at or r.updated_at) >= window.since:
+                    candidates.append(_candidate(r))
+            elif r.finished_at is not None:
+                bucket = window.bucket(r.finished_at)
+                if r.status in activity.COUNTED_STATUSES and bucket is not None:
+                    counts[(r.type, r.status, bucket)] += 1
+                if activity.spans_an_end(window, r.run_at, r.finished_at):
+                    candidates.append(_candidate(r))
+        for waiting in pending.values():
+            waiting.sort(key=lambda r: (r.run_at, -r.seq))
+            candidates.extend(_candidate(r) for r in waiting[: activity.PENDING_SCAN])
+        return activity.ActivityRead(dict(counts), tuple(candidates))
 
-    @staticmethod
-    def add_logs(rec: Record, logs: Sequence[LogEntry]) -> None:
-        rec.logs.extend(
-            LogEntry(to_millis(e.at), clip_text(e.message, MAX_LOG_MESSAGE_BYTES)) for e in logs
-        )
 
-    def applied(
-        self, rec: Record, token: str, op: str, result: ResultStatus, logs: Sequence[LogEntry]
-    ) -> JobResult:
-        self.add_logs(rec, logs)
-        rec.receipts.append((token, op, result))
-        return JobResult(result)
+def stats(rows: list[Record], now: datetime) -> QueueStats:
+    """The :class:`QueueStats` of ``rows`` at ``now``."""
+    counts = Counter(r.status for r in rows)
+    by_kind = Counter(r.failure_kind for r in rows if r.status == "failed")
+    due = [r.run_at for r in rows if r.status == "pending" and r.run_at <= now]
+    return rules.stats_from_counts(counts, by_kind, min(due, default=None), now)
+
+
+def _unset_lowest(field: str) -> Callable[[Record], tuple[bool, Any]]:
+    """A sort key on ``field`` that puts None (a job not finished) below every value."""
+    return lambda r: (getattr(r, field) is not None, getattr(r, field))
+
+
+def _candidate(rec: Record) -> activity.WaitCandidate:
+    return activity.WaitCandidate(
+        type=rec.type,
+        status=rec.status,
+        run_at=rec.run_at,
+        created_at=rec.created_at,
+        updated_at=rec.updated_at,
+        heartbeat_at=rec.heartbeat_at,
+        starts=tuple(a.started_at for a in rec.attempt_history if a.started_at is not None),
+    )

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from durabl.model.job import ATTEMPTS_KEPT, AttemptOutcome
+from durabl.model.attempts import ATTEMPTS_KEPT, AttemptOutcome
+from durabl.stores.mongo.codec import push_newest
 
 #: The fields of a claimed job document that its history entry is made from.
 CLAIM_FIELDS = {"attempts": 1, "lease_owner": 1, "claimed_at": 1}
@@ -50,21 +51,18 @@ class ClaimMemo:
             return self._claims.pop(token, None)
 
 
-def attempt_document(
-    claim: ClaimInfo, now: datetime, outcome: AttemptOutcome, error: str | None = None
+def push_attempt(
+    update: dict[str, Any],
+    claim: ClaimInfo | None,
+    ended: datetime,
+    outcome: AttemptOutcome,
+    error: str | None = None,
 ) -> dict[str, Any]:
-    """The history entry of ``claim`` ending ``now`` as ``outcome`` (keys as
-    :func:`durabl.model.job.attempt_from_record` reads)."""
-    number, worker, started = claim
-    return {"n": number, "w": worker, "s": started, "e": now, "o": outcome, "x": error}
-
-
-def push_attempt(update: dict[str, Any], entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``update`` that also appends ``entry`` (None: nothing) to the history, keeping the
-    newest ATTEMPTS_KEPT."""
-    if entry is not None:
-        update.setdefault("$push", {})["attempt_history"] = {
-            "$each": [dict(entry)],
-            "$slice": -ATTEMPTS_KEPT,
-        }
+    """``update`` that also appends to the history the entry of ``claim`` ending ``ended``
+    as ``outcome`` (nothing without a claim), keeping the newest ATTEMPTS_KEPT (keys as
+    :func:`durabl.model.attempts.attempt_from_record` reads)."""
+    if claim is not None:
+        number, worker, started = claim
+        entry = {"n": number, "w": worker, "s": started, "e": ended, "o": outcome, "x": error}
+        push_newest(update, "attempt_history", [entry], ATTEMPTS_KEPT)
     return update

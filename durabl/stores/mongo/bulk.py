@@ -1,10 +1,10 @@
 """A batch of fenced writes sent as one unordered ``bulk_write``, and how its answers map
 back to the batch.
 
-:meth:`durabl.stores.mongo.MongoJobQueue.complete_many` builds a :class:`FencedBatch`: one
-``UpdateOne`` per distinct (job, token) pair, filtered on ``_id``, ``claim_token`` and
-``status: "active"`` like every single fenced write. Ids that do not parse never reach the
-server; a completion repeated within the batch shares the first one's request (and answer).
+``complete_many`` builds a :class:`FencedBatch`: one update per distinct (job, token) pair,
+fenced like every single write after a claim (:func:`~durabl.stores.mongo.codec.fence`).
+Ids that do not parse never reach the server; a completion repeated within the batch
+shares the first one's request (and answer).
 """
 
 from __future__ import annotations
@@ -19,28 +19,6 @@ from pymongo import UpdateOne
 from durabl.model.job import JobResult
 from durabl.stores.base import Completion
 from durabl.stores.mongo import codec
-
-
-class MongomockUpdateOne(UpdateOne):
-    """An ``UpdateOne`` that mongomock's bulk builder accepts.
-
-    pymongo >= 4.11 hands the builder a ``sort=`` keyword that mongomock 4.3's
-    ``add_update`` does not take (``TypeError``). Used on mongomock only; a server gets
-    pymongo's own ``UpdateOne``.
-    """
-
-    __slots__ = ()
-
-    def _add_to_bulk(self, bulkobj: Any) -> None:
-        bulkobj.add_update(self._filter, self._doc, False, False)
-
-
-def fenced_update(
-    job_id: ObjectId, token: str, update: Mapping[str, Any], *, mongomock: bool
-) -> UpdateOne:
-    """The bulk request for one fenced write: it matches only the claim ``token`` holds."""
-    fence = {"_id": job_id, "claim_token": token, "status": "active"}
-    return (MongomockUpdateOne if mongomock else UpdateOne)(fence, update)
 
 
 @dataclass(frozen=True)
@@ -59,10 +37,9 @@ class FencedBatch:
         cls,
         completions: Sequence[Completion],
         update: Callable[[Completion], Mapping[str, Any]],
-        *,
-        mongomock: bool,
+        request: type[UpdateOne],
     ) -> FencedBatch:
-        """One request per distinct (job, token); ``update`` builds its update document."""
+        """One ``request`` per distinct (job, token); ``update`` builds its update."""
         requests: list[UpdateOne] = []
         fences: list[tuple[ObjectId, str]] = []
         slots: list[int | None] = []
@@ -76,9 +53,7 @@ class FencedBatch:
             if fence not in index:
                 index[fence] = len(requests)
                 fences.append(fence)
-                requests.append(
-                    fenced_update(oid, completion.token, update(completion), mongomock=mongomock)
-                )
+                requests.append(request(codec.fence(*fence), update(completion)))
             slots.append(index[fence])
         return cls(requests, fences, slots)
 

@@ -18,7 +18,7 @@ from bson import ObjectId
 from durabl.model.job import CancelOutcome
 from durabl.model.rules import cancelled_reason
 from durabl.stores.mongo import codec
-from durabl.stores.mongo.attempts import ClaimInfo, attempt_document, push_attempt
+from durabl.stores.mongo.attempts import ClaimInfo, push_attempt
 from durabl.stores.mongo.store import MongoStore
 
 #: Added to a fenced filter: the write applies only while no cancellation is requested.
@@ -65,6 +65,4 @@ def cancelled_update(
     """The update that ends a claimed run as ``cancelled``, and the reason it keeps."""
     reason = cancelled_reason(reason)
     update = codec.terminal_update("cancelled", now, fail_reason=reason)
-    if claim is not None:
-        push_attempt(update, attempt_document(claim, now, "cancelled", reason))
-    return update, reason
+    return push_attempt(update, claim, now, "cancelled", reason), reason

@@ -6,52 +6,16 @@ job types may have a claimable job, and the queue wakes those processors that ha
 slot. Polling stays on as a safety net, so a notification that is lost, dropped or never
 sent delays a job (until the next safety poll) but never loses it.
 
-The pipeline (see :func:`claimable_pipeline`) filters on the server and only on what the
-oplog entry itself holds, so that resuming from any token we saw is always possible:
-
-- inserts and replacements of ``pending`` jobs (``fullDocument`` comes from the oplog);
-- updates whose ``updatedFields`` set ``status`` to ``pending`` or change ``run_at``
-  (retries, releases, reaper recoveries, ``retry()``, a hand-edited ``run_at``);
-- updates whose ``removedFields`` hold ``concurrency_slot``: a job with a concurrency key
-  left ``active`` (whatever ended its run), which frees a slot of its key, so a job held
-  back on that key may start now. Only jobs with a key have that field: a job without
-  one never passes for ending its run;
-- ``invalidate`` (the collection was dropped or renamed).
-
-Only scheduling fields are projected: ``operationType``, ``documentKey``,
-``fullDocument.{type, status, run_at}`` and ``updateDescription.removedFields`` (names of
-fields, no values); never ``data``, and never ``updatedFields``.
-An update's ``updatedFields`` do not name the job's type, so the watcher looks the updated
-jobs up itself, once per batch: ``find({_id: {$in: ids}, status: "pending"}, {type, run_at})``.
-For the updates that freed a slot it then reads their keys, and which of the types it
-processes have due jobs pending on those keys (one aggregate), and wakes those.
-It does not use ``fullDocument="updateLookup"``: a filter on a looked-up document is not
-stable across a resume (the document changed since, so the server may no longer find the
-resume token's event), and the server would read the document for events we then drop.
-
-Resume rules:
-
-- the last token is ``stream.resume_token`` after every read, which includes the server's
-  post-batch token, so a quiet collection keeps a fresh token;
-- after a stream error, reopen with ``resume_after=<last token>``: the events missed
-  meanwhile are replayed, so nothing is lost;
-- a token the server no longer has (``ChangeStreamHistoryLost``, ``InvalidResumeToken``,
-  ``ChangeStreamFatalError``) is dropped: the stream restarts from now and the watcher
-  resyncs (every processed type polls once, and the next future ``run_at`` of each type is
-  read back);
-- ``invalidate`` (collection dropped or renamed): ``resume_after`` cannot continue past it,
-  so the stream restarts with ``start_after=<the invalidate's token>``, which watches the
-  same namespace from just after the drop; the queue keeps using that name, so it should
-  keep watching it;
-- reconnects back off (tenacity, jittered exponential) for at most ``max_retries``
-  attempts, then the watcher falls back to polling for the life of the queue, and says so
-  (a log warning and a ``changestream-fallback`` event). A non-resumable error while
-  opening falls back at once.
+The pipeline (:func:`claimable_pipeline`) filters on the server and only on what the oplog
+entry itself holds, so that resuming from any token we saw is always possible, and it
+projects scheduling fields only (never ``data``, never ``updatedFields``). What passes,
+why updates are looked up rather than read with ``updateLookup``, and how the watcher
+resumes after each kind of failure: docs/change-streams.md ("What the server sends",
+"When the stream fails").
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -217,53 +181,3 @@ class PushSettings:
     @property
     def await_seconds(self) -> float:
         return self.batch_window if self.max_await is None else self.max_await
-
-
-# -- timers -------------------------------------------------------------------------------------
-class TimerQueue:
-    """Future wake-ups ``(run_at, type)``, nearest first, at most ``capacity`` of them.
-
-    A sorted list: insertion is a binary search plus a memmove, cheap at this size, and
-    both ends are at hand (the nearest fires, the farthest is dropped when full). Entries
-    are datetimes, never timer objects, so a ``run_at`` years away costs one entry and no
-    timeout arithmetic.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.dropped = 0
-        self._entries: list[tuple[datetime, str]] = []
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def add(self, at: datetime, type: str) -> tuple[datetime, str] | None:
-        """Keep a wake-up; returns the entry dropped to stay within capacity, if any
-        (the farthest one, which may be the new one)."""
-        entry = (at, type)
-        entries = self._entries
-        i = bisect.bisect_left(entries, entry)
-        if i < len(entries) and entries[i] == entry:
-            return None
-        if len(entries) < self.capacity:
-            entries.insert(i, entry)
-            return None
-        self.dropped += 1
-        if i == len(entries):
-            return entry
-        dropped = entries.pop()
-        entries.insert(i, entry)
-        return dropped
-
-    def pop_due(self, now: datetime) -> list[tuple[datetime, str]]:
-        """Remove and return every wake-up at or before ``now``."""
-        i = bisect.bisect_right(self._entries, now, key=lambda entry: entry[0])
-        due = self._entries[:i]
-        del self._entries[:i]
-        return due
-
-    def next_at(self) -> datetime | None:
-        return self._entries[0][0] if self._entries else None
-
-    def clear(self) -> None:
-        self._entries.clear()

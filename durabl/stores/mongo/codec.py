@@ -10,17 +10,18 @@ import bson
 from bson import ObjectId
 from bson.codec_options import CodecOptions
 
+from durabl.model.attempts import attempt_from_record
 from durabl.model.clock import as_utc
 from durabl.model.exceptions import DocumentTooLargeError
-from durabl.model.job import Job, LogEntry, attempt_from_record, clip_text
+from durabl.model.job import Job, LogEntry, clip_text
 from durabl.model.options import (
-    MAX_DOCUMENT_BYTES,
     MAX_JOB_DOCUMENT,
+    MAX_LOG_ENTRIES,
     MAX_LOG_MESSAGE_BYTES,
+    RECEIPTS_KEPT,
     NewJob,
 )
 
-MAX_BSON_DOCUMENT = MAX_DOCUMENT_BYTES
 _CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True)
 
 # Dedupe slot fields: each has a unique partial index; a slot is set only while the job
@@ -48,12 +49,13 @@ def pending_slot(scope: str) -> str:
     return LIVE_SLOT if scope == "pending+active" else PENDING_SLOT
 
 
-def active_slot(scope: str) -> str:
-    return LIVE_SLOT if scope == "pending+active" else ACTIVE_SLOT
-
-
 def other_scope_slots(scope: str) -> tuple[str, ...]:
     return (PENDING_SLOT, ACTIVE_SLOT) if scope == "pending+active" else (LIVE_SLOT,)
+
+
+def fence(job_id: ObjectId, token: str) -> dict[str, Any]:
+    """The filter of every write after a claim: it matches only the claim ``token`` holds."""
+    return {"_id": job_id, "claim_token": token, "status": "active"}
 
 
 def parse_id(job_id: str) -> ObjectId | None:
@@ -98,12 +100,8 @@ def round_trip(doc: Mapping[str, Any]) -> dict[str, Any]:
     return bson.decode(bson.encode(doc), codec_options=_CODEC)
 
 
-def document_size(doc: Mapping[str, Any]) -> int:
-    return len(bson.encode(doc))
-
-
 def check_document_size(job_type: str, doc: Mapping[str, Any]) -> None:
-    size = document_size(doc)
+    size = len(bson.encode(doc))
     if size > MAX_JOB_DOCUMENT:
         raise DocumentTooLargeError(
             f"job of type {job_type!r} is {size} bytes; a job document may hold at most "
@@ -155,6 +153,29 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
 def result_fields(result: Any) -> dict[str, Any]:
     """The ``$set`` fields that keep a completion's ``result`` (none for None)."""
     return {} if result is None else {"result": result}
+
+
+def push_newest(update: dict[str, Any], field: str, entries: list[Any], kept: int) -> None:
+    """Make ``update`` also append ``entries`` to the array ``field``, keeping its newest
+    ``kept``."""
+    update.setdefault("$push", {})[field] = {"$each": entries, "$slice": -kept}
+
+
+def push_logs(update: dict[str, Any], logs: Sequence[LogEntry]) -> None:
+    if logs:
+        push_newest(update, "logs", log_documents(logs), MAX_LOG_ENTRIES)
+
+
+def push_receipt(update: dict[str, Any], token: str, op: str, result: str) -> None:
+    """Keep the result of the write ``op`` of ``token`` (the claim's, or a reaper sweep's)
+    on the job, so that a repeat after a lost reply finds it (:func:`receipt_of`)."""
+    push_newest(update, "receipts", [{"t": token, "op": op, "r": result}], RECEIPTS_KEPT)
+
+
+def receipt_of(doc: Mapping[str, Any] | None, token: str, op: str) -> Any:
+    """The result the receipts of ``doc`` keep for the write ``op`` of ``token``, or None."""
+    receipts = (doc or {}).get("receipts") or ()
+    return next((r["r"] for r in receipts if r.get("t") == token and r.get("op") == op), None)
 
 
 def terminal_update(status: str, now: datetime, **fields: Any) -> dict[str, Any]:

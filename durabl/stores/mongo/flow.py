@@ -1,24 +1,17 @@
-"""Flow control on MongoDB (:mod:`durabl.model.flow`).
+"""Flow control on MongoDB (:mod:`durabl.model.flow`; docs/flow-control.md).
 
 Concurrency keys: an active job with a key holds one of its key's ``limit`` slots, the
 string ``"<n>:<key>"`` in ``concurrency_slot``, which a unique partial index over active
-jobs makes exclusive (a job leaving ``active`` drops it: ``codec.CONCURRENCY_SLOT``). A claim
-first reads how many active jobs hold each key (one aggregate on that index) and leaves
-the jobs of a full key out of its query, so a held-back job costs no write. A claimed job
-with a key then takes a free slot before its handle is handed out; a claimer that lost
-the race for the last slot hands the job back at once, inside the same claim. A job's own
-limit decides: a claimed job whose key already has that many active jobs (those of a
-higher limit hold other slots) is handed back too. A store object that has met no keyed
-job yet reads no counts before its claims, and counts once it claims its first keyed job.
+jobs makes exclusive (a job leaving ``active`` drops it). A claim leaves the jobs of a
+full key out of its query (:class:`KeyUsage`: one aggregate, once the store object has met
+a keyed job); a claimed job with a key then takes a free slot before its handle is handed
+out, and is handed back at once, inside the same claim, when none is left or its own
+limit is reached (jobs of a higher limit may hold other slots).
 
 Rate limits: one document per limited type in ``<collection>_rate_limits``, with the
 claims counted in its current window. A claim of a limited type reads it (a full window:
 nothing written), claims at most what is left, then counts its claims by compare-and-set;
-a claimer that lost the race to a full window hands back the claims over the limit. Which
-types are limited the store object learns from its own ``set_rate_limit`` and from the
-list of limited types, read again when older than
-:data:`~durabl.model.flow.RATE_LIMITS_REFRESH` (:class:`~durabl.model.flow.LimitedTypes`),
-so a claim of an unlimited type reads nothing.
+a claimer that lost the race to a full window hands back the claims over the limit.
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ from pymongo.errors import DuplicateKeyError
 
 from durabl.model.flow import RateLimit
 from durabl.model.payload import to_millis
-from durabl.stores.mongo.codec import ACTIVE_SLOT, CONCURRENCY_SLOT, PENDING_SLOT
+from durabl.stores.mongo.codec import CONCURRENCY_SLOT, back_to_pending, fence
 
 KEY = "concurrency_key"
 LIMIT = "concurrency_limit"
@@ -108,10 +101,7 @@ def take_slot(
         if n in usage.slots.get(key, set()):
             continue
         try:
-            done = col.update_one(
-                {"_id": doc["_id"], "claim_token": token, "status": "active"},
-                {"$set": {SLOT: f"{n}:{key}"}},
-            )
+            done = col.update_one(fence(doc["_id"], token), {"$set": {SLOT: f"{n}:{key}"}})
         except DuplicateKeyError:
             usage.slots.setdefault(key, set()).add(n)
             continue
@@ -126,32 +116,15 @@ def take_slot(
 
 def unclaim(col: Collection[dict[str, Any]], job_id: Any, token: str, now: datetime) -> None:
     """Undo a claim whose handle was never handed out (its key or window had no room):
-    pending again, its attempt given back, its dedupe slot moved back."""
-    col.update_one(
-        {"_id": job_id, "claim_token": token, "status": "active"},
-        {
-            "$set": {"status": "pending", "updated_at": now},
-            "$inc": {"attempts": -1},
-            "$unset": {
-                "claim_token": "",
-                "claimed_at": "",
-                "heartbeat_at": "",
-                "lease_owner": "",
-                "reserved": "",
-                SLOT: "",
-            },
-            "$rename": {ACTIVE_SLOT: PENDING_SLOT},
-        },
-    )
+    pending again, its attempt given back, its dedupe slot moved back. A cancellation
+    requested meanwhile stays requested: the next claim's heartbeat reports it."""
+    update = back_to_pending(now)
+    update["$inc"] = {"attempts": -1}
+    del update["$unset"]["cancel_requested"]
+    col.update_one(fence(job_id, token), update)
 
 
 # -- rate limits ----------------------------------------------------------------------------
-def rates_collection(col: Collection[dict[str, Any]], name: str) -> Collection[dict[str, Any]]:
-    return col.database.get_collection(
-        f"{name}_rate_limits", codec_options=col.codec_options, write_concern=col.write_concern
-    )
-
-
 def write_rate(rates: Collection[dict[str, Any]], type: str, rate: RateLimit | None) -> None:
     if rate is None:
         rates.delete_one({"_id": type})
@@ -173,11 +146,19 @@ def limited_types(rates: Collection[dict[str, Any]]) -> list[str]:
 
 def read_rate(rates: Collection[dict[str, Any]], type: str) -> RateLimit | None:
     doc = rates.find_one({"_id": type})
-    return None if doc is None else RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
+    return None if doc is None else _rate(doc)
 
 
-def _millis(now: datetime) -> int:
-    return int(to_millis(now).timestamp() * 1000)
+def _rate(doc: Mapping[str, Any]) -> RateLimit:
+    return RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
+
+
+def _window(doc: Mapping[str, Any], now: datetime) -> tuple[RateLimit, int, int]:
+    """The limit ``doc`` stores, the window of ``now``, and the starts counted in it."""
+    rate = _rate(doc)
+    now_millis = int(to_millis(now).timestamp() * 1000)
+    started = rate.started_in(doc["window_start"], doc["started"], now_millis)
+    return rate, rate.window_of(now_millis), started
 
 
 def allowance(
@@ -187,8 +168,7 @@ def allowance(
     doc = rates.find_one({"_id": type})
     if doc is None:
         return None
-    rate = RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
-    started = doc["started"] if doc["window_start"] == rate.window_of(_millis(now)) else 0
+    rate, _, started = _window(doc, now)
     return rate, rate.allowance(started)
 
 
@@ -199,9 +179,7 @@ def count_starts(rates: Collection[dict[str, Any]], type: str, now: datetime, n:
         doc = rates.find_one({"_id": type})
         if doc is None:
             return n  # the limit was removed meanwhile
-        rate = RateLimit(doc["max_starts"], doc["per_ms"] / 1000)
-        window = rate.window_of(_millis(now))
-        started = doc["started"] if doc["window_start"] == window else 0
+        rate, window, started = _window(doc, now)
         fits = min(n, rate.allowance(started))
         if not fits:
             return 0

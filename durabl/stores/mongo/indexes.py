@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,29 +84,21 @@ INDEXES: tuple[IndexSpec, ...] = (
 )
 
 
-def ensure_indexes(col: Collection[dict[str, Any]], *, mongomock: bool = False) -> None:
-    """Create what is missing. An index of ours with another definition is an error to fix
-    by hand, never silently dropped (it may be in use).
-
-    mongomock ignores a partial filter while it builds a unique index over existing
-    documents (every job without a slot would clash); there, the slot indexes are also
-    marked sparse, which means the same for an ``$exists`` filter. A real server refuses
-    sparse together with a partial filter, so it never gets that option.
-    """
+def ensure_indexes(
+    col: Collection[dict[str, Any]], index_options: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """Create what is missing, each with the options ``index_options`` makes of its own
+    (the store's calls: a server takes them as they are). An index of ours with another
+    definition is an error to fix by hand, never silently dropped (it may be in use)."""
     existing = col.index_information()
     for spec in INDEXES:
-        found = existing.get(spec.name)
-        if found is not None:
-            if [tuple(k) for k in found["key"]] != [tuple(k) for k in spec.keys]:
-                raise DurablError(
-                    f"index {spec.name!r} on {col.full_name} has keys {found['key']}, "
-                    f"expected {spec.keys}; drop it so startup() can recreate it"
-                )
-            continue
-        options = dict(spec.options)
-        if mongomock and options.get("unique"):
-            options["sparse"] = True
-        col.create_index(spec.keys, name=spec.name, **options)
+        if spec.name not in existing:
+            col.create_index(spec.keys, name=spec.name, **index_options(dict(spec.options)))
+        elif not _same_keys(existing[spec.name], spec):
+            raise DurablError(
+                f"index {spec.name!r} on {col.full_name} has keys {existing[spec.name]['key']}, "
+                f"expected {spec.keys}; drop it so startup() can recreate it"
+            )
 
 
 def missing_indexes(col: Collection[dict[str, Any]]) -> list[str]:
@@ -115,6 +108,9 @@ def missing_indexes(col: Collection[dict[str, Any]]) -> list[str]:
     return [
         spec.name
         for spec in INDEXES
-        if spec.name not in existing
-        or [tuple(k) for k in existing[spec.name]["key"]] != [tuple(k) for k in spec.keys]
+        if spec.name not in existing or not _same_keys(existing[spec.name], spec)
     ]
+
+
+def _same_keys(found: dict[str, Any], spec: IndexSpec) -> bool:
+    return [tuple(k) for k in found["key"]] == [tuple(k) for k in spec.keys]

@@ -1,19 +1,55 @@
-"""The reads the change-stream watcher makes on MongoDB (see
-:mod:`durabl.stores.mongo.changestream`): each through :meth:`MongoStore.call`, as every
-other read of the store."""
+"""The change-stream watcher on MongoDB: the stream it opens and the reads it makes (see
+:mod:`durabl.stores.mongo.changestream`), each read through :meth:`MongoStore.call`, as
+every other read of the store."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pymongo
 
 from durabl.model.clock import as_utc
+from durabl.stores.base import PushListener
+from durabl.stores.mongo.changestream import (
+    ChangeStreamLike,
+    PushSettings,
+    Token,
+    claimable_pipeline,
+)
 from durabl.stores.mongo.flow import KEY
+from durabl.stores.mongo.store import MongoStore
+from durabl.stores.mongo.watcher import Watcher
 
-if TYPE_CHECKING:
-    from durabl.stores.mongo.store import MongoStore
+
+def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettings) -> Watcher:
+    """A watcher on ``store``'s collection reporting to ``listener`` (not started)."""
+    col = store.col
+    pipeline = claimable_pipeline()
+    await_ms = max(int(settings.await_seconds * 1000), 1)
+
+    def open_stream(resume_after: Token | None, start_after: Token | None) -> ChangeStreamLike:
+        with pymongo.timeout(settings.open_timeout):
+            return col.watch(
+                pipeline,
+                resume_after=resume_after,
+                start_after=start_after,
+                max_await_time_ms=await_ms,
+            )
+
+    reads = WatcherReads(store)
+    return Watcher(
+        open_stream,
+        listener,
+        clock=store.clock,
+        now=store.now,
+        lookup=reads.lookup,
+        next_run_at=reads.next_run_at,
+        waiting=reads.waiting,
+        settings=settings,
+    )
 
 
 class WatcherReads:

@@ -14,7 +14,8 @@ from pymongo.errors import DuplicateKeyError
 
 from durabl.model import activity
 from durabl.model.clock import as_utc
-from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter, QueueStats
+from durabl.model.job import FAILURE_KINDS, STATUSES, Job, JobFilter
+from durabl.model.reports import QueueStats
 from durabl.model.rules import JobPage, lists_by_finish, stats_from_counts
 from durabl.stores.mongo import cancel, codec
 from durabl.stores.mongo.codec import SLOTS
@@ -338,6 +339,7 @@ class MongoQueries:
                 {
                     "status": {"$in": list(activity.FINISHED_STATUSES)},
                     "finished_at": {"$gt": ends[0]},
+                    # activity.spans_an_end, asked of the server
                     "$or": [{"run_at": {"$lte": end}, "finished_at": {"$gt": end}} for end in ends],
                 },
             ],

@@ -9,16 +9,16 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from durabl.model.job import ReapReport
-from durabl.model.options import RECEIPTS_KEPT
-from durabl.model.rules import STALLED_REASON, reap_decision
-from durabl.stores.mongo import codec
-from durabl.stores.mongo.attempts import (
-    CLAIM_FIELDS,
-    attempt_document,
-    claim_info,
-    push_attempt,
+from durabl.model.reports import ReapReport
+from durabl.model.rules import (
+    STALLED_REASON,
+    ReapOutcome,
+    ReapTally,
+    reap_decision,
+    reap_outcome,
 )
+from durabl.stores.mongo import codec
+from durabl.stores.mongo.attempts import CLAIM_FIELDS, claim_info, push_attempt
 from durabl.stores.mongo.cancel import cancelled_update
 from durabl.stores.mongo.store import MongoStore
 
@@ -54,25 +54,18 @@ class MongoReaper:
                 .limit(limit)
             ),
         )
-        recovered = stalled = superseded = 0
-        ids: list[str] = []
+        tally = ReapTally()
         sweep = uuid.uuid4().hex  # this sweep's receipts
         for doc in stuck:
-            outcome = self._reap_one(doc, cutoff, now, sweep)
-            if outcome is None:
-                continue
-            ids.append(str(doc["_id"]))
-            if outcome == "stalled":
-                stalled += 1
-            elif outcome == "superseded":
-                superseded += 1
-            else:
-                recovered += 1
-        return ReapReport(recovered, stalled, superseded, len(stuck) >= limit, tuple(ids))
+            tally.add(str(doc["_id"]), self._reap_one(doc, cutoff, now, sweep))
+        return tally.report(saturated=len(stuck) >= limit)
 
     def _reap_one(
         self, doc: Mapping[str, Any], cutoff: datetime, now: datetime, sweep: str
-    ) -> str | None:
+    ) -> ReapOutcome | None:
+        """Recover one expired lease (``doc``) as :func:`reap_decision` says; what became of
+        it, or None when another process got there first. ``sweep`` is this sweep's token:
+        its receipts tell a repeat after a lost reply that the write was its own."""
         query = {
             "_id": doc["_id"],
             "status": "active",
@@ -86,7 +79,7 @@ class MongoReaper:
             unstarted_reaps=doc.get("unstarted_reaps", 0),
             cancel_requested=doc.get("cancel_requested") is not None,
         )
-        outcome = "recovered"
+        outcome = reap_outcome(decision, superseded=False)
         claim = claim_info(doc)
         if decision == "cancel":  # its worker is gone: cancelled now
             update, _ = cancelled_update(now, doc["cancel_requested"], claim)
@@ -94,38 +87,34 @@ class MongoReaper:
             update = codec.terminal_update(
                 "failed", now, failure_kind="stalled", fail_reason=STALLED_REASON
             )
-            push_attempt(update, attempt_document(claim, now, "stalled", STALLED_REASON))
-            outcome = "stalled"
+            push_attempt(update, claim, now, "stalled", STALLED_REASON)
         else:
             update = codec.back_to_pending(now, run_at=now)
-            push_attempt(update, attempt_document(claim, now, "lease-lost", STALLED_REASON))
+            push_attempt(update, claim, now, "lease-lost", STALLED_REASON)
             if decision == "refund":
                 update["$inc"] = {"attempts": -1, "unstarted_reaps": 1}
+        codec.push_receipt(update, sweep, "reap", outcome)
 
-        def receipted(update: dict[str, Any], result: str) -> dict[str, Any]:
-            entry = {"t": sweep, "op": "reap", "r": result}
-            receipts = {"receipts": {"$each": [entry], "$slice": -RECEIPTS_KEPT}}
-            return {**update, "$push": {**update.get("$push", {}), **receipts}}
-
-        def mine() -> str | None:
+        def mine() -> ReapOutcome | None:
             """A repeat that matched nothing: this sweep's own write if its receipt is
             there (its reply was lost), else someone else's (not counted)."""
             found = self.store.col.find_one(
                 {"_id": doc["_id"], "receipts": {"$elemMatch": {"t": sweep, "op": "reap"}}},
                 {"receipts": 1},
             )
-            receipts = found.get("receipts", ()) if found else ()
-            return next((r["r"] for r in receipts if r.get("t") == sweep), None)
+            result: ReapOutcome | None = codec.receipt_of(found, sweep, "reap")
+            return result
 
-        def write() -> str | None:
+        def write() -> ReapOutcome | None:
             try:
-                res = self.store.col.update_one(query, receipted(update, outcome))
-            except DuplicateKeyError:
-                ended = attempt_document(claim, now, "superseded", STALLED_REASON)
-                followed = push_attempt(codec.terminal_update("superseded", now), ended)
-                superseded = receipted(followed, "superseded")
-                res = self.store.col.update_one(query, superseded)
-                return "superseded" if res.matched_count else mine()
+                res = self.store.col.update_one(query, update)
+            except DuplicateKeyError:  # a pending follower holds the key: it covers the work
+                followed = codec.terminal_update("superseded", now)
+                push_attempt(followed, claim, now, "superseded", STALLED_REASON)
+                superseded = reap_outcome(decision, superseded=True)
+                codec.push_receipt(followed, sweep, "reap", superseded)
+                res = self.store.col.update_one(query, followed)
+                return superseded if res.matched_count else mine()
             return outcome if res.matched_count else mine()
 
         return self.store.call("reap", write)

@@ -1,31 +1,14 @@
 """Schedules in MongoDB: the four primitives of :class:`durabl.stores.base.Backend` on the
 collection ``<collection>_schedules`` (one document per schedule, ``_id`` its name).
 
-MongoDB has no multi-document transaction here (mongomock has none, and the store does not
-require a replica set), so a firing is three single-document steps, each atomic:
-
-1. **Compare-and-set** the schedule document (``next_run_at`` and ``definition`` as read,
-   no outbox pending) to its new state *and* an ``outbox``: the tick jobs' documents with
-   ``_id`` values chosen now. Exactly one process wins this for a tick; a loser writes
-   nothing.
-2. **Place** each outbox job (:meth:`MongoSchedules.place`): insert it *held* (a far
-   ``run_at``, a nonce of the inserting attempt in ``schedule_hold``), make that nonce the
-   outbox entry's owner by compare-and-set on the schedule document unless it has one,
-   and release (``run_at`` back to the tick) only the copy whose nonce is the owner.
-3. **Clear** the outbox (matched on its first ``_id``) and record ``last_job_id``.
-
-A process that dies between 1 and 3 leaves the outbox behind; every scheduler's next
-:meth:`MongoSchedules.load` finishes steps 2-3 for an outbox older than
-:data:`OUTBOX_GRACE`, and no later tick fires before that (step 1 needs no outbox).
-
-Why step 2 cannot run a tick twice, even for a writer paused longer than the grace while
-another process finishes its outbox and the tick's job runs and is deleted (retention,
-``delete``), after which the paused insert succeeds again: that late copy is held, and
-it is released only if its nonce owns the outbox entry. The owner is set once per entry
-(compare-and-set) to the nonce of a copy that existed then, and every attempt draws a new
-nonce, so a copy inserted after the owned one was deleted never owns the entry; once the
-outbox is cleared no entry is there to own. Such a copy is deleted by whoever meets it
-(its inserter, or a finisher). See ``docs/schedules.md``.
+With no multi-document transaction, a firing is three steps of single-document writes
+(docs/schedules.md, "MongoDB", says why they cannot run a tick twice): (1) the
+compare-and-set of the schedule document writes its new state and an *outbox* of the tick
+jobs' documents (:meth:`MongoSchedules.claim`); (2) each is placed: inserted *held*,
+released only if its nonce owns its outbox entry (:meth:`MongoSchedules.place`); (3) the
+outbox is cleared. An outbox older than :data:`OUTBOX_GRACE` is finished by the next
+:meth:`MongoSchedules.load` of any process; the reaper deletes held copies nobody will
+release (:meth:`MongoSchedules.sweep_held`).
 """
 
 from __future__ import annotations
@@ -171,18 +154,11 @@ class MongoSchedules:
         return ids
 
     def place(self, name: str, entry: Mapping[str, Any]) -> str | None:
-        """Step 2 for one outbox job, in three single-document writes, so that it can run
-        only once (see the module's docstring):
-
-        a. insert it *held* (``run_at`` far away, :data:`HOLD` set to a nonce of this
-           attempt); a duplicate ``_id`` means it is there already, held by another
-           attempt's nonce or released;
-        b. make the held copy's nonce the outbox entry's :data:`OWNER`, unless the entry
-           has one (compare-and-set on the schedule document);
-        c. release the copy whose nonce is the entry's owner: its ``run_at`` back to the
-           tick. A copy whose nonce is not the owner (or whose outbox entry is gone: the
-           tick was finished) was inserted by a paused writer after the job ran and was
-           deleted: it is deleted, never released."""
+        """Step 2 for one outbox job, so that it runs only once: (a) insert it held
+        (:data:`HELD_RUN_AT`, :data:`HOLD` a nonce of this attempt; a duplicate ``_id``:
+        it is there already); (b) make the held copy's nonce the entry's :data:`OWNER`
+        unless it has one; (c) release the owner's copy (its ``run_at`` back to the tick)
+        and delete any other: one inserted after the tick's job ran and was deleted."""
         job_id = entry["_id"]
         doc = {k: v for k, v in entry.items() if k != OWNER}
         jobs = self.store.col
@@ -231,15 +207,12 @@ class MongoSchedules:
         return str(job_id)
 
     def sweep_held(self, *, limit: int = 100) -> int:
-        """Delete the held copies nobody will release (run by the reaper's sweep): a paused
-        writer that inserted a late copy (its tick already finished) and died before
-        deleting it leaves one pending at :data:`HELD_RUN_AT`, where it would hold its
-        dedupe slot for good and count as pending. A held copy is deleted only when its
-        outbox entry is gone or is owned by another nonce; one whose entry has no owner
-        yet, or owns it, is the tick's real job (a finisher releases it). No age is needed:
-        the delete is fenced on the copy's nonce, and the owner's copy is released before
-        its entry is cleared, so a copy read held whose entry is gone is a late one (or was
-        released meanwhile, and the fenced delete matches nothing). The number deleted."""
+        """Delete the held copies nobody will release (run by the reaper's sweep): late
+        ones a paused writer inserted and died before deleting, which would hold their
+        dedupe slot for good. A copy is deleted only when its outbox entry is gone or is
+        owned by another nonce; no age is needed, as the delete is fenced on the copy's
+        nonce and the owner's copy is released before its entry is cleared. The number
+        deleted."""
         jobs = self.store.col
 
         def sweep() -> int:

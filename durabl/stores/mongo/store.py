@@ -1,25 +1,28 @@
 """MongoStore: the collection a MongoJobQueue works on, and the plumbing under every call.
 
-The mongomock guard, transient-error retries, the server clock, index creation and the
-change-stream support check live here. A :class:`~durabl.stores.mongo.MongoJobQueue` owns
-one and hands it to its other parts (:mod:`durabl.stores.mongo.queries`,
-:mod:`durabl.stores.mongo.reaper`, the change-stream watcher), which all reach the
-collection through :meth:`MongoStore.call`.
+Transient-error retries, deadlines, the server clock and index creation live here. A
+:class:`~durabl.stores.mongo.MongoJobQueue` owns one and hands it to its parts (claims,
+fenced writes, queries, the reaper, the change-stream watcher...), which all reach the
+collection through :meth:`MongoStore.call`. What the store does on a server is plain
+pymongo (:class:`PymongoCalls`); mongomock's needs are all in
+:mod:`durabl.stores.mongo.mongomock_adapter`, picked once when the store is built.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import pymongo
 from bson.codec_options import CodecOptions
-from pymongo import common
+from pymongo import UpdateOne, common
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
@@ -30,6 +33,7 @@ from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.payload import to_millis
 from durabl.stores.mongo.indexes import ensure_indexes
+from durabl.stores.mongo.mongomock_adapter import MongomockCalls, is_mongomock
 from durabl.stores.mongo.retry import RETRY_ATTEMPTS, call_with_retries
 
 # The name MongoJobQueue has always logged under (it lived in durabl.stores.mongo.backend).
@@ -68,23 +72,12 @@ SELECTION_STEP = common.MIN_HEARTBEAT_INTERVAL
 NO_WAIT = 1e-6
 
 
-# mongomock is not thread-safe, and two backends may share one mongomock database: one
-# process-wide lock serialises every mongomock call made by any MongoJobQueue.
-_MONGOMOCK_LOCK = threading.RLock()
-
-
-def is_mongomock(db: Any) -> bool:
-    return type(db).__module__.split(".")[0] == "mongomock"
-
-
-def write_concern_for(db: Database[Any], chosen: WriteConcern | None) -> WriteConcern:
+def write_concern_for(inherited: WriteConcern | None, chosen: WriteConcern | None) -> WriteConcern:
     """The write concern of every collection durabl writes: ``chosen`` when given, else the
-    one set on ``db`` (its client or URL), else :data:`DURABLE_WRITE_CONCERN`: a durable
-    queue must not depend on the server's default, which may be ``w: 1``."""
+    one ``inherited`` from the database (its client or URL) unless that is the server's
+    default, else :data:`DURABLE_WRITE_CONCERN`: a durable queue must not depend on the
+    server's default, which may be ``w: 1``."""
     if chosen is None:
-        # A mongomock database has no write concern of its own (the attribute would name a
-        # collection); a pymongo one has the server default unless the user set one.
-        inherited = None if is_mongomock(db) else db.write_concern
         keep = inherited is not None and not inherited.is_server_default
         chosen = inherited if keep else DURABLE_WRITE_CONCERN
     if not isinstance(chosen, WriteConcern):
@@ -95,21 +88,63 @@ def write_concern_for(db: Database[Any], chosen: WriteConcern | None) -> WriteCo
     return chosen
 
 
+class PymongoCalls:
+    """The calls a store makes on a MongoDB server that mongomock cannot make the same way
+    (its own are :class:`~durabl.stores.mongo.mongomock_adapter.MongomockCalls`)."""
+
+    #: A server serialises nothing for us.
+    lock: threading.RLock | None = None
+    #: Seconds added to every lease deadline the reaper checks: hosts' clocks differ.
+    skew_allowance = DEFAULT_SKEW_ALLOWANCE
+    #: Lease times come from the server's clock.
+    server_clock = True
+    update_request: type[UpdateOne] = UpdateOne
+
+    def run(self, fn: Callable[[], R], timeout: float | None) -> R:
+        return fn()
+
+    def deadline(
+        self, db: Database[Any], timeout: float, read_preference: Primary | PrimaryPreferred
+    ) -> AbstractContextManager[None]:
+        """A pymongo deadline (CSOT) that keeps every round trip inside, retries included,
+        within ``timeout`` seconds, even while no server answers.
+
+        While no server for ``read_preference`` is known up, pymongo waits for one in
+        steps of :data:`SELECTION_STEP` and looks at its deadline only between them, so it
+        overruns the deadline by up to a step: such a call gets a step less (and a
+        deadline already past, so no wait at all, when ``timeout`` is shorter than a step).
+        With a server up, it selects at once and the call gets all of ``timeout``."""
+        if not db.client.topology_description.apply_selector(read_preference, None):
+            timeout = max(timeout - SELECTION_STEP, NO_WAIT)
+        return pymongo.timeout(timeout)
+
+    def write_concern(self, db: Database[Any]) -> WriteConcern:
+        return db.write_concern
+
+    def index_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return options
+
+    def check_change_streams(self, db: Database[Any]) -> None:
+        try:
+            hello = db.command("hello")
+        except PyMongoError as exc:
+            raise DurablError(f"could not check change-stream support: {exc}") from exc
+        if "setName" not in hello and hello.get("msg") != "isdbgrid":
+            raise DurablError(
+                "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
+                "this server is standalone (a single-node replica set works for development)"
+            )
+
+
 class MongoStore:
     """One collection and how to talk to it; see :class:`durabl.MongoJobQueue` for the
     arguments.
 
-    ``mock`` is True on mongomock, where ``lock`` (one per process) serialises every call;
-    ``server_time`` says whether :meth:`now` reads the server's clock;
-    ``clock_skew_allowance`` is what the reaper adds to lease deadlines; ``started`` is set
-    once :meth:`startup` created the indexes, and ``supports_push`` once it verified change
-    streams.
+    ``calls`` are the store's :class:`PymongoCalls`, or mongomock's; ``server_time`` says
+    whether :meth:`now` reads the server's clock; ``clock_skew_allowance`` is what the
+    reaper adds to lease deadlines; ``started`` is set once :meth:`startup` created the
+    indexes.
     """
-
-    #: How long the removal of a queue's registry entry may take (backend.delete_worker).
-    registry_removal_timeout = REGISTRY_REMOVAL_TIMEOUT
-    #: How long a refresh or a prune of the registry may take (:mod:`.workers`).
-    registry_refresh_timeout = REGISTRY_REFRESH_TIMEOUT
 
     def __init__(
         self,
@@ -125,31 +160,45 @@ class MongoStore:
         if not isinstance(collection, str) or not collection:
             raise ValueError(f"collection must be a non-empty string, got {collection!r}")
         self.db = db
+        self.calls: PymongoCalls | MongomockCalls = (
+            MongomockCalls() if is_mongomock(db) else PymongoCalls()
+        )
         self.collection_name = collection
         self.clock = clock
-        self.mock = is_mongomock(db)
-        self.server_time = server_time
+        self.server_time = server_time and self.calls.server_clock
         if clock_skew_allowance is None:
-            # One process and one clock on mongomock; hosts differ on a real deployment.
-            clock_skew_allowance = 0.0 if self.mock else DEFAULT_SKEW_ALLOWANCE
+            clock_skew_allowance = self.calls.skew_allowance
         self.clock_skew_allowance = float(clock_skew_allowance)
         self.owns_client = owns_client
-        self.lock: threading.RLock | None = _MONGOMOCK_LOCK if self.mock else None
         self.started = False
-        self.supports_push = False
         self.col: Collection[dict[str, Any]] = db.get_collection(
             collection,
             codec_options=CodecOptions(tz_aware=True),
-            write_concern=write_concern_for(db, write_concern),
+            write_concern=write_concern_for(self.calls.write_concern(db), write_concern),
         )
         self._offset = timedelta(0)
         self._offset_checked_at: float | None = None
         self._startup_lock = threading.Lock()
 
+    @property
+    def mock(self) -> bool:
+        """Whether the store calls as on mongomock. (Tests turn it off to script a
+        server's replies on a mongomock collection.)"""
+        return isinstance(self.calls, MongomockCalls)
+
+    @mock.setter
+    def mock(self, mock: bool) -> None:
+        self.calls = MongomockCalls() if mock else PymongoCalls()
+
+    @property
+    def lock(self) -> threading.RLock | None:
+        """The lock every call holds: mongomock's, one per process; None on a server."""
+        return self.calls.lock
+
     def side_collection(self, suffix: str) -> Collection[dict[str, Any]]:
         """The collection ``<collection>_<suffix>`` beside the jobs (``schedules``,
-        ``workers``), read and written with the jobs collection's codec options and write
-        concern."""
+        ``workers``, ``rate_limits``), read and written with the jobs collection's codec
+        options and write concern."""
         return self.db.get_collection(
             f"{self.collection_name}_{suffix}",
             codec_options=self.col.codec_options,
@@ -157,52 +206,30 @@ class MongoStore:
         )
 
     # -- plumbing -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def guard(self, timeout: float | None = None) -> Iterator[None]:
-        """Serialise mongomock calls (waiting at most ``timeout``); no-op on a server."""
-        if self.lock is None:
-            yield
-            return
-        if not self.lock.acquire(timeout=-1 if timeout is None else timeout):
-            raise DurablError("timed out waiting for the in-process mongomock lock")
-        try:
-            yield
-        finally:
-            self.lock.release()
+    def call(
+        self,
+        operation: str,
+        fn: Callable[[], R],
+        *,
+        retry: bool = True,
+        timeout: float | None = None,
+    ) -> R:
+        """Run ``fn``, repeating transient errors when ``retry``; with ``timeout``, all of
+        it (repeats included) within that many seconds. The seam every read and write of
+        the collection goes through (the change-stream watcher included)."""
+        attempt = functools.partial(self.calls.run, fn, timeout)
+        attempts = RETRY_ATTEMPTS if retry else 1
+        if timeout is None:
+            return call_with_retries(operation, attempt, attempts=attempts)
+        with self.bounded(timeout):
+            return call_with_retries(operation, attempt, attempts=attempts, max_seconds=timeout)
 
-    @contextlib.contextmanager
-    def bounded(self, timeout: float | None) -> Iterator[None]:
-        """Bound every server round trip inside, retries included (pymongo's CSOT), so
-        that the whole takes at most ``timeout`` even while no server answers."""
-        if timeout is None or self.lock is not None:
-            yield
-            return
-        with pymongo.timeout(self.deadline_for(timeout, ReadPreference.PRIMARY)):
-            yield
-
-    def deadline_for(self, timeout: float, read_preference: Primary | PrimaryPreferred) -> float:
-        """The pymongo deadline that keeps a call within ``timeout`` seconds.
-
-        While no server for ``read_preference`` is known up, pymongo waits for one in
-        steps of :data:`SELECTION_STEP` and looks at its deadline only between them, so it
-        overruns the deadline by up to a step: such a call gets a step less (and a
-        deadline already past, so no wait at all, when ``timeout`` is shorter than a step).
-        With a server up, it selects at once and the call gets all of ``timeout``."""
-        description = self.db.client.topology_description
-        if description.apply_selector(read_preference, None):
-            return timeout
-        return max(timeout - SELECTION_STEP, NO_WAIT)
-
-    def call(self, operation: str, fn: Callable[[], R], *, retry: bool = True) -> R:
-        """Run ``fn`` under the mongomock guard; repeat transient errors when ``retry``. The
-        seam every read and write of the collection goes through (the change-stream watcher
-        included)."""
-
-        def guarded() -> R:
-            with self.guard():
-                return fn()
-
-        return call_with_retries(operation, guarded, attempts=RETRY_ATTEMPTS if retry else 1)
+    def bounded(self, timeout: float | None) -> AbstractContextManager[None]:
+        """Bound every server round trip inside, retries included, so that the whole takes
+        at most ``timeout`` seconds even while no server answers."""
+        if timeout is None:
+            return contextlib.nullcontext()
+        return self.calls.deadline(self.db, timeout, ReadPreference.PRIMARY)
 
     def now(self) -> datetime:
         """The server's clock where it tells us, else this host's."""
@@ -231,34 +258,14 @@ class MongoStore:
             midpoint = before + (after - before) / 2
             self._offset = as_utc(server) - midpoint
 
-    # -- startup --------------------------------------------------------------------------
-    def startup(self, *, change_streams: bool) -> None:
-        """Create the indexes (idempotent) and, with ``change_streams``, check that the
-        server has them."""
+    # -- startup and shutdown -------------------------------------------------------------
+    def startup(self) -> None:
+        """Create the indexes (idempotent)."""
         with self._startup_lock:
             if self.started:
                 return
-            self.call("startup", lambda: ensure_indexes(self.col, mongomock=self.mock))
-            if change_streams:
-                self._check_change_streams()
+            self.call("startup", lambda: ensure_indexes(self.col, self.calls.index_options))
             self.started = True
-
-    def _check_change_streams(self) -> None:
-        if self.mock:
-            raise DurablError(
-                "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
-                "mongomock has no change streams"
-            )
-        try:
-            hello = self.db.command("hello")
-        except PyMongoError as exc:
-            raise DurablError(f"could not check change-stream support: {exc}") from exc
-        if "setName" not in hello and hello.get("msg") != "isdbgrid":
-            raise DurablError(
-                "use_change_streams=True needs a MongoDB replica set or sharded cluster; "
-                "this server is standalone (a single-node replica set works for development)"
-            )
-        self.supports_push = True
 
     def close(self) -> None:
         """Close the client if this store opened it, without waiting for a server that is
@@ -268,16 +275,11 @@ class MongoStore:
         :data:`CLOSE_TIMEOUT`, and no wait at all when no server is known to be up."""
         if not self.owns_client:
             return
-        client = self.db.client
-        if self.mock:
-            client.close()
-            return
         # pymongo ends the sessions on the server it selects for primaryPreferred reads.
-        with pymongo.timeout(self.deadline_for(CLOSE_TIMEOUT, ReadPreference.PRIMARY_PREFERRED)):
-            client.close()
+        with self.calls.deadline(self.db, CLOSE_TIMEOUT, ReadPreference.PRIMARY_PREFERRED):
+            self.db.client.close()
 
     def drop(self) -> None:
         """Delete the collection (tests and the demo)."""
-        with self.guard():
-            self.col.drop()
+        self.calls.run(self.col.drop, None)
         self.started = False

@@ -1,26 +1,26 @@
 """The change-stream watcher: notifications in, wake-ups out (one thread per queue).
 
 The stream, the look-ups and the clock are injected, so tests drive :class:`Watcher` step
-by step against a scripted stream; :func:`open_watcher` wires it to a MongoDB collection.
-The pipeline and the rules it follows are in :mod:`durabl.stores.mongo.changestream`.
+by step against a scripted stream; :func:`durabl.stores.mongo.pushreads.open_watcher`
+wires it to a MongoDB collection. The pipeline and the rules it follows are in
+:mod:`durabl.stores.mongo.changestream`; what it wakes, and when, is the
+:class:`~durabl.stores.mongo.routing.Router`'s.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-import pymongo
 from pymongo.errors import PyMongoError
 from tenacity import RetryCallState, retry_if_exception
 
-from durabl.model.clock import Clock, as_utc
+from durabl.model.clock import Clock
 from durabl.model.exceptions import DurablError
-from durabl.model.job import JobEvent, PickupMode
+from durabl.model.reports import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.mongo.changestream import (
     THREAD_NAME,
@@ -31,19 +31,13 @@ from durabl.stores.mongo.changestream import (
     NextRunAt,
     OpenStream,
     PushSettings,
-    TimerQueue,
     Token,
     Waiting,
-    claimable_pipeline,
     classify,
-    frees_a_slot,
 )
-from durabl.stores.mongo.pushreads import WatcherReads
 from durabl.stores.mongo.retry import reason as one_line
+from durabl.stores.mongo.routing import Router, TimerQueue
 from durabl.stores.push import WatcherThread, reconnecting
-
-if TYPE_CHECKING:
-    from durabl.stores.mongo.store import MongoStore
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +77,15 @@ class Watcher:
         self._open_stream = open_stream
         self._listener = listener
         self._clock = clock
-        self._now = now or clock.now
-        self._lookup = lookup
-        self._next_run_at = next_run_at
-        self._waiting = waiting
+        self._routes = Router(
+            listener,
+            self.settings,
+            clock=clock,
+            now=now or clock.now,
+            lookup=lookup,
+            next_run_at=next_run_at,
+            waiting=waiting,
+        )
         self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
         self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
         self._lock = threading.Lock()  # the state and its reason
@@ -99,17 +98,6 @@ class Watcher:
         self._attempt = 0
         self._last_kind: ErrorKind = "fatal"
         self._connected_once = False
-        # Routing.
-        self._types: frozenset[str] = frozenset()
-        self._discovered: set[str] = set()  # types whose stored future jobs were read back
-        self._timers = TimerQueue(self.settings.timer_capacity)
-        self._incomplete: set[str] = set()  # types whose future jobs may be missing above
-        self._warned_full = False
-        self._batch_started: float | None = None
-        self._due: Counter[str] = Counter()
-        self._lookup_ids: list[Any] = []
-        self._freed_ids: list[Any] = []  # jobs that left active, freeing a key's slot
-        self._wake_all = False
         self._idle = False
         # Counters for status().
         self.notifications = 0
@@ -149,7 +137,7 @@ class Watcher:
         with self._lock:
             fell_back = self._state == "fallback"
         self._close_stream()
-        self._clear_routing()
+        self._routes.clear()
         if not fell_back:
             self._set_state("closed", "the change stream was closed (shutdown)")
         self._emit("changestream-closed", reason="fallback" if fell_back else "shutdown")
@@ -160,8 +148,8 @@ class Watcher:
         pickup: PickupMode = "push" if state == "push" else "poll"
         details = {
             "state": state,
-            "timers": len(self._timers),
-            "timers_dropped": self._timers.dropped,
+            "timers": len(self.timers),
+            "timers_dropped": self.timers.dropped,
             "notifications": self.notifications,
             "reconnects": self.reconnects,
         }
@@ -177,7 +165,7 @@ class Watcher:
 
     @property
     def timers(self) -> TimerQueue:
-        return self._timers
+        return self._routes.timers
 
     # -- one step -------------------------------------------------------------------------
     def poll_once(self) -> bool:
@@ -186,15 +174,15 @@ class Watcher:
         window has passed and fire due timers. False once stopped or fallen back."""
         if self._state in ("fallback", "closed") or self._stopping():
             return False
-        self._refresh_types()
+        self._routes.refresh_types(discover=self._state == "push")
         if self._stream is None:
             self._idle = False
             if not self._connect():
                 return False
         else:
             self._read_one()
-        self._flush_if_due()
-        self._fire_timers()
+        self._routes.flush_if_due()
+        self._routes.fire_timers()
         return True
 
     def handle(self, event: Mapping[str, Any]) -> None:
@@ -205,35 +193,11 @@ class Watcher:
             return
         self.notifications += 1
         self._start_after = None  # an event past the start point: resume_after from now on
-        if op in ("insert", "replace"):
-            doc = event.get("fullDocument")
-            if isinstance(doc, Mapping) and doc.get("status") == "pending":
-                self._note(doc.get("type"), doc.get("run_at"))
-        elif op == "update":
-            key = event.get("documentKey")
-            job_id = key.get("_id") if isinstance(key, Mapping) else None
-            if job_id is None or len(self._lookup_ids) >= self.settings.max_lookup:
-                self._wake_all = True
-            else:
-                # A job that freed its key's slot may be pending again (a retry): both.
-                self._lookup_ids.append(job_id)
-                if frees_a_slot(event):
-                    self._freed_ids.append(job_id)
-            self._open_batch()
+        self._routes.take(op, event)
 
     # -- reading --------------------------------------------------------------------------
     def _stopping(self) -> bool:
         return self._thread.stopping.is_set() or self._listener.push_closing()
-
-    def _refresh_types(self) -> None:
-        self._types = self._listener.push_types()
-        if self._state != "push":
-            return
-        new = self._types - self._discovered
-        if new:  # processed since the stream started: read back their stored future jobs
-            self._discovered |= new
-            self._incomplete |= new
-            self._discover(sorted(new))
 
     def _read_one(self) -> None:
         stream = self._stream
@@ -267,7 +231,7 @@ class Watcher:
         self._start_after = token if isinstance(token, Mapping) else None
         self._token = None
         # The jobs the timers point at were dropped or renamed away with the collection.
-        self._clear_routing()
+        self._routes.clear()
         self._lost(
             ChangeStreamInvalidated(
                 "the change stream was invalidated: the jobs collection was dropped or renamed"
@@ -318,7 +282,7 @@ class Watcher:
         self._emit("changestream-connected", resumed=not fresh, attempts=self._attempt)
         self._listener.push_mode("push", "change stream connected")
         if fresh:
-            self._resync()
+            self._routes.resync()
         if first is not None:
             self.handle(first)
         return True
@@ -361,19 +325,9 @@ class Watcher:
     def _worth_retrying(self, exc: BaseException) -> bool:
         return isinstance(exc, PyMongoError) and self._last_kind != "fatal"
 
-    def _resync(self) -> None:
-        """After a start from now (first connect, or a lost token): events before it were
-        never seen, so every processed type polls once and future jobs are read back."""
-        types = sorted(self._types)
-        for type in types:
-            self._listener.push_due(type, 0)
-        self._discovered = set(types)
-        self._incomplete = set(types)
-        self._discover(types)
-
     def _fall_back(self, reason: str, error: BaseException | None) -> None:
         self._close_stream()
-        self._clear_routing()
+        self._routes.clear()
         self._set_state("fallback", reason)
         logger.warning("job pickup falls back to polling: %s", reason)
         self._emit("changestream-fallback", error=error, reason=reason)
@@ -383,111 +337,6 @@ class Watcher:
         stream, self._stream = self._stream, None
         if stream is not None:
             _close_quietly(stream)
-
-    # -- routing --------------------------------------------------------------------------
-    def _note(self, type: object, run_at: object) -> None:
-        if not isinstance(type, str) or type not in self._types:
-            return
-        at = as_utc(run_at) if isinstance(run_at, datetime) else None
-        if at is None or at <= self._now():
-            self._due[type] += 1
-            self._open_batch()
-        else:
-            self._schedule(at, type)
-
-    def _open_batch(self) -> None:
-        if self._batch_started is None:
-            self._batch_started = self._clock.monotonic()
-
-    def _schedule(self, at: datetime, type: str) -> None:
-        dropped = self._timers.add(at, type)
-        if dropped is None:
-            return
-        self._incomplete.add(dropped[1])
-        if not self._warned_full:
-            self._warned_full = True
-            logger.warning(
-                "more than %d future wake-ups pending: the farthest are dropped and those "
-                "jobs are found by the safety poll (logged once)",
-                self._timers.capacity,
-            )
-
-    def _flush_if_due(self) -> None:
-        started = self._batch_started
-        # (A nanosecond of slack: float sums of clock steps land just short of the window.)
-        waited = self._clock.monotonic() - started if started is not None else 0.0
-        if started is None or waited < self.settings.batch_window - 1e-9:
-            return
-        due, ids, wake_all = self._due, self._lookup_ids, self._wake_all
-        freed = self._freed_ids
-        self._clear_batch()
-        if freed and not wake_all:
-            try:
-                due.update(self._waiting(freed, sorted(self._types)))
-            except Exception as exc:
-                logger.warning("reading the jobs held on freed keys failed, polling: %s", exc)
-                wake_all = True
-        if ids:
-            try:
-                rows = list(self._lookup(ids))
-            except Exception as exc:
-                logger.warning("looking up updated jobs failed, polling every type: %s", exc)
-                wake_all = True
-                rows = []
-            now = self._now()
-            for type, run_at in rows:
-                if type not in self._types:
-                    continue
-                at = as_utc(run_at)
-                if at <= now:
-                    due[type] += 1
-                else:
-                    self._schedule(at, type)
-        for type in sorted(self._types):
-            if wake_all:
-                self._listener.push_due(type, 0)
-            elif due[type]:
-                self._listener.push_due(type, due[type])
-
-    def _fire_timers(self) -> None:
-        if not len(self._timers):
-            return
-        fired = self._timers.pop_due(self._now())
-        if not fired:
-            return
-        counts = Counter(type for _, type in fired)
-        for type, count in sorted(counts.items()):
-            if type in self._types:
-                self._listener.push_due(type, count)
-        self._discover(sorted(t for t in counts if t in self._incomplete))
-
-    def _discover(self, types: Sequence[str]) -> None:
-        """Read back the next future ``run_at`` of each type whose future jobs may not all
-        be among the timers (jobs stored before the stream started, or timers dropped)."""
-        if not types:
-            return
-        now = self._now()
-        for type in types:
-            try:
-                at = self._next_run_at(type, now)
-            except Exception as exc:
-                logger.warning("reading the next run_at of %s failed: %s", type, exc)
-                continue
-            if at is None:
-                self._incomplete.discard(type)
-            else:
-                self._schedule(as_utc(at), type)
-
-    def _clear_batch(self) -> None:
-        self._batch_started = None
-        self._due = Counter()
-        self._lookup_ids = []
-        self._freed_ids = []
-        self._wake_all = False
-
-    def _clear_routing(self) -> None:
-        self._clear_batch()
-        self._timers.clear()
 
     # -- reporting ------------------------------------------------------------------------
     def _set_state(self, state: State, reason: str) -> None:
@@ -527,33 +376,3 @@ def _close_quietly(stream: ChangeStreamLike) -> None:
         stream.close()
     except Exception as exc:  # closing a broken cursor may fail: it is gone either way
         logger.debug("closing the change stream failed: %s", exc)
-
-
-# -- MongoDB wiring -------------------------------------------------------------------------
-def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettings) -> Watcher:
-    """A watcher on ``store``'s collection reporting to ``listener`` (not started): it
-    reads through :meth:`MongoStore.call`, as every other read of the store does."""
-    col = store.col
-    pipeline = claimable_pipeline()
-    await_ms = max(int(settings.await_seconds * 1000), 1)
-
-    def open_stream(resume_after: Token | None, start_after: Token | None) -> ChangeStreamLike:
-        with pymongo.timeout(settings.open_timeout):
-            return col.watch(
-                pipeline,
-                resume_after=resume_after,
-                start_after=start_after,
-                max_await_time_ms=await_ms,
-            )
-
-    reads = WatcherReads(store)
-    return Watcher(
-        open_stream,
-        listener,
-        clock=store.clock,
-        now=store.now,
-        lookup=reads.lookup,
-        next_run_at=reads.next_run_at,
-        waiting=reads.waiting,
-        settings=settings,
-    )

@@ -3,7 +3,7 @@
 per worker process, ``_id`` its id), each one command.
 
 The writes a queue's presence thread makes in the background (a refresh, a prune) are
-bounded by ``registry_refresh_timeout``, repeats included, whatever the URL's server
+bounded by ``REGISTRY_REFRESH_TIMEOUT``, repeats included, whatever the URL's server
 selection timeout: while no server answers, that thread must stay free for the entry's
 removal at shutdown (bounded by the backend's ``delete_worker``)."""
 
@@ -13,7 +13,7 @@ from datetime import datetime
 
 from durabl.model.clock import as_utc
 from durabl.model.workers import WorkerInfo
-from durabl.stores.mongo.store import MongoStore
+from durabl.stores.mongo.store import REGISTRY_REFRESH_TIMEOUT, MongoStore
 
 
 class MongoWorkers:
@@ -34,7 +34,7 @@ class MongoWorkers:
             "active": info.active,
             "heartbeat_interval": info.heartbeat_interval,
         }
-        with self.store.bounded(self.store.registry_refresh_timeout):
+        with self.store.bounded(REGISTRY_REFRESH_TIMEOUT):
             self.store.call(
                 "upsert_worker",
                 lambda: self.col.replace_one({"_id": info.id}, doc, upsert=True),
@@ -61,7 +61,7 @@ class MongoWorkers:
         return result.deleted_count == 1
 
     def prune(self, last_seen_before: datetime) -> int:
-        with self.store.bounded(self.store.registry_refresh_timeout):
+        with self.store.bounded(REGISTRY_REFRESH_TIMEOUT):
             result = self.store.call(
                 "prune_workers",
                 lambda: self.col.delete_many({"last_seen": {"$lt": last_seen_before}}),

@@ -1,35 +1,32 @@
 """PostgresJobQueue: the whole Backend contract on a PostgreSQL server, across processes
-and machines."""
+and machines: the shared SQL store (:mod:`durabl.stores.sql`) on psycopg, with the server's
+clock, LISTEN/NOTIFY push pickup and enqueues inside a caller's transaction."""
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
 from psycopg import Cursor
 from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
 from durabl.model import activity
-from durabl.model import job as model
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import LimitedTypes, RateLimit
-from durabl.model.job import Job, JobFilter, JobHandle, JobResult, LogEntry, handle_for
-from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
+from durabl.model.job import Job, JobFilter, JobHandle
+from durabl.model.options import DEFAULT_POLL_INTERVAL, MAX_LOG_ENTRIES, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.rules import JobPage, enqueues_before_inline_run
-from durabl.model.schedule import Schedule
-from durabl.model.workers import WorkerInfo
+from durabl.model.reports import QueueStats
+from durabl.model.rules import JobPage
+from durabl.model.tagged_json import encode_payload
 from durabl.stores import base, push
-from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
-from durabl.stores.postgres import codec, rates, reads, schedules, schema, writes
-from durabl.stores.postgres import workers as worker_rows
+from durabl.stores.base import Completion, EnqueueResult
+from durabl.stores.postgres import codec, reads, schema
 from durabl.stores.postgres.connection import (
     STORE_OPTIONS,
     Database,
@@ -41,7 +38,11 @@ from durabl.stores.postgres.connection import (
     with_connect_timeout,
 )
 from durabl.stores.postgres.listener import ListenSettings, NotifyListener
-from durabl.stores.postgres.sql import Queries, order_by
+from durabl.stores.postgres.queries import order_by
+from durabl.stores.postgres.sql import Queries
+from durabl.stores.sql import rates
+from durabl.stores.sql.store import SqlStore
+from durabl.stores.sql.writes import COMPLETION, LogBatches
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -50,8 +51,6 @@ R = TypeVar("R")
 Tx = Cursor[DictRow]
 #: How often a claim is repeated after losing the race for the last slot of a key.
 _SLOT_RACES = 5
-#: What the listener's own connection takes over from a caller's pool's settings.
-LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
 #: The constructor's defaults for the options a URL may also give (``store_options``).
 _KEYWORD_DEFAULTS: dict[str, object] = {
     "prepare_threshold": 5,
@@ -62,7 +61,7 @@ _KEYWORD_DEFAULTS: dict[str, object] = {
 }
 
 
-class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
+class PostgresJobQueue(SqlStore[Tx]):
     """Jobs in PostgreSQL tables, safe across threads, processes and machines.
 
     ``url`` (``postgresql://user[:password]@host[:port]/db[?table=...&...]``): the store
@@ -95,9 +94,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
     connection serves the enqueues made in Django code.
     """
 
-    supports_journal = True
-    supports_schedules = True
-    supports_workers = True
+    sql: Queries
     supports_transactional_enqueue = True
     #: True while ``listen_notify`` is on: the queue then runs a :class:`NotifyListener`.
     supports_push: bool
@@ -158,10 +155,7 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
             min_size=pool_min_size,
             max_size=pool_max_size,
         )
-        self._q = Queries(self.tables.names())
-        self._channel = self.tables.channel
-        self._locks = self.tables.key_lock_class
-        self._rates = rates.RateStatements.for_tables(self.tables)
+        self.sql = Queries.for_tables(self.tables.names())
         #: The types with a rate limit: a claim of another type reads no window.
         self._limited = LimitedTypes((clock or SYSTEM_CLOCK).monotonic)
         self._started = False
@@ -195,33 +189,50 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
 
     # -- plumbing -------------------------------------------------------------------------
     def _now_param(self) -> datetime | None:
-        """The instant statements use: the injected clock's, or None (the server's)."""
+        """The instant statements use: the injected clock's, or None (the server's: one
+        clock for every process, where SQLite reads the process's own)."""
         return None if self._clock is None else to_millis(self._clock.now())
 
     def now(self) -> datetime:
         if self._clock is not None:
             return to_millis(self._clock.now())
-        row = self._read("now", lambda cur: reads.one(cur, self._q.server_now, {"now": None}))
+        statement = self.sql.server_now
+        row = self._run(
+            "now",
+            lambda cur: cur.execute(statement, {"now": None}).fetchone(),
+            write=False,
+            single=True,
+        )
         assert row is not None
         return as_utc(row["now"])
+
+    def _instant(self, value: datetime) -> datetime | None:
+        return codec.instant(value)
+
+    def _from_instant(self, value: Any) -> datetime:
+        return as_utc(value)
+
+    def _fence(self, job_id: str, token: str) -> dict[str, Any]:
+        # Arrays: the fence of a completion batch is the same, over every (id, token) pair.
+        return {"ids": [job_id], "tokens": [token]}
 
     def _run(
         self,
         operation: str,
         fn: Callable[[Tx], R],
         *,
+        write: bool = True,
+        single: bool = False,
         repeatable: bool = True,
-        transaction: bool = True,
         timeout: float | None = None,
     ) -> R:
+        # A single statement runs alone on an autocommit connection (no BEGIN and COMMIT
+        # round trips); ``write`` changes nothing here.
         if not self._started:
             self.startup()
         return self._db.run(
-            operation, fn, repeatable=repeatable, transaction=transaction, timeout=timeout
+            operation, fn, repeatable=repeatable, transaction=not single, timeout=timeout
         )
-
-    def _read(self, operation: str, fn: Callable[[Tx], R]) -> R:
-        return self._run(operation, fn, transaction=False)
 
     def startup(self) -> None:
         """Create or upgrade the schema: each migration in a transaction of its own under a
@@ -270,40 +281,46 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
             raise DurablError("push pickup needs listen_notify=True")
         if not self._started:
             self.startup()
-        db = self._db
-        if db.conninfo is not None:
-            conninfo, extra = db.conninfo, {}
-        else:  # the caller's pool: connect as it does
-            pool = db.pool()
-            info, kwargs = pool.conninfo, pool.kwargs
-            conninfo = info() if callable(info) else info
-            given = (kwargs() if callable(kwargs) else kwargs) or {}
-            extra = {k: v for k, v in given.items() if k in LISTENER_KWARGS}
-
-        def connect() -> psycopg.Connection[Any]:
-            return psycopg.connect(conninfo, autocommit=True, **extra)
-
         clock = self._clock
         return NotifyListener(
-            connect,
+            self._db.direct_connector(),
             listener,
-            channel=self._channel,
+            channel=self.tables.channel,
             next_due=self._next_due,
             monotonic=time.monotonic if clock is None else clock.monotonic,
             settings=self.listen_settings,
-            where=db.where,
+            where=self._db.where,
         )
 
     def _next_due(self, types: Sequence[str]) -> dict[str, float]:
         """Seconds until the earliest future ``run_at`` of each of ``types`` that has one."""
         params = {"types": list(types), "now": self._now_param()}
-        statement = self._q.next_due
+        statement = self.sql.next_due
 
         def read(cur: Tx) -> dict[str, float]:
-            cur.execute(statement, params)
-            return {row["type"]: row["delay_ms"] / 1000.0 for row in cur.fetchall()}
+            rows = cur.execute(statement, params).fetchall()
+            return {row["type"]: row["delay_ms"] / 1000.0 for row in rows}
 
-        return self._read("next_due", read)
+        return self._run("next_due", read, write=False, single=True)
+
+    # -- rows -----------------------------------------------------------------------------
+    def _new_row(self, job: NewJob, now: datetime | None) -> dict[str, Any]:
+        return codec.new_row(job, now)
+
+    def _job(self, row: DictRow) -> Job[Any]:
+        return codec.to_job(row)
+
+    def _jobs(self, tx: Tx, rows: list[DictRow]) -> list[Job[Any]]:
+        return [codec.to_job(row) for row in rows]  # each row carries its logs
+
+    def _add_logs(self, tx: Tx, batches: LogBatches) -> None:
+        """Every job's entries in one statement, then one trim of every job's oldest."""
+        params = codec.log_params((job_id, e) for job_id, logs in batches for e in logs)
+        if not params["job_ids"]:
+            return
+        tx.execute(self.sql.add_logs, params)
+        trim = {"job_ids": sorted(set(params["job_ids"])), "keep": MAX_LOG_ENTRIES}
+        tx.execute(self.sql.trim_logs, trim)
 
     # -- enqueue --------------------------------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
@@ -311,153 +328,61 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
             connection = self.enqueue_connection()
             if connection is not None:
                 return self.insert_through(job, connection)
-        row = writes.new_row(job, self._channel, self._now_param())
-        q, locks = self._q, self._locks
-        keyed = job.dedupe_key is not None
-        return self._run(
-            "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), transaction=keyed
-        )
+        return super().enqueue(job)
 
     def insert_through(self, job: NewJob, connection: object) -> EnqueueResult:
-        """The enqueue's statements (:func:`writes.enqueue`, the NOTIFY included) on the
-        caller's ``connection``, under a savepoint inside its transaction: the NOTIFY fires
-        and workers see the job when the caller commits, and a scope conflict or a failed
-        statement rolls back only the savepoint. A keyed job holds its key's lock until the
-        caller's transaction ends, so other enqueues of that key wait for it."""
+        """The enqueue's statements (the NOTIFY included) on the caller's ``connection``,
+        under a savepoint inside its transaction: the NOTIFY fires and workers see the job
+        when the caller commits, and a scope conflict or a failed statement rolls back only
+        the savepoint. A keyed job holds its key's lock until the caller's transaction
+        ends, so other enqueues of that key wait for it."""
         conn = caller_connection(connection)
         if not self._started:
             self.startup()
-        row = writes.new_row(job, self._channel, self._now_param())
-        q, locks = self._q, self._locks
+        row = codec.new_row(job, self._now_param())
         return run_in_caller_transaction(
-            conn, "enqueue", lambda cur: writes.enqueue(cur, q, job, row, locks), self._db.where
+            conn, "enqueue", lambda cur: self._enqueue_in(cur, job, row), self._db.where
         )
-
-    # -- schedules (durabl.stores.postgres.schedules) ----------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self._run(
-            "upsert_schedule", lambda cur: schedules.upsert(cur, self._q, schedule, next_run_at)
-        )
-
-    def load_schedules(self) -> list[Schedule]:
-        return self._read("load_schedules", lambda cur: schedules.load(cur, self._q))
-
-    def delete_schedule(self, name: str) -> bool:
-        return self._run("delete_schedule", lambda cur: schedules.delete(cur, self._q, name))
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        now = self._now_param()
-        rows = [(tick, job, writes.new_row(job, self._channel, now)) for tick, job in jobs]
-        q, locks = self._q, self._locks
-        return self._run(
-            "fire_schedule",
-            lambda cur: schedules.fire(cur, q, locks, schedule, next_run_at, rows),
-        )
-
-    # -- workers registry (durabl.stores.postgres.workers) ---------------------------------
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self._run("upsert_worker", lambda cur: worker_rows.upsert(cur, self._q, info))
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self._read("load_workers", lambda cur: worker_rows.load(cur, self._q))
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self._run("delete_worker", lambda cur: worker_rows.delete(cur, self._q, worker_id))
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self._run(
-            "prune_workers", lambda cur: worker_rows.prune(cur, self._q, last_seen_before)
-        )
-
-    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
-        now = self._now_param()
-        row = writes.new_row(job, self._channel, now)
-        q, locks = self._q, self._locks
-        if enqueues_before_inline_run(job):
-
-            def follow(cur: Tx) -> InlineClaimResult:
-                # The pending slot decides: a pending follower already covers the work.
-                enq = writes.enqueue(cur, q, job, row, locks)
-                if enq.job_id is None:
-                    return InlineClaimResult(None, None, enq.coalesced)
-                params = {"job_id": enq.job_id, "now": now}
-                handles = self._claim_in(cur, q.claim_by_id, params, 1, lease_owner)
-                if not handles:  # the key has an active run: the new job is its follower
-                    return InlineClaimResult(None, enq.job_id)
-                return InlineClaimResult(handles[0])
-
-            return self._run("claim_or_enqueue", follow, repeatable=False)
-        values = {**row, "token": uuid.uuid4().hex, "owner": lease_owner}
-
-        def create(cur: Tx) -> InlineClaimResult:
-            if job.dedupe_key is not None:
-                writes.lock_key(cur, q, locks, job.dedupe_key)
-                writes.check_scope(cur, q, job)
-            made = reads.one(cur, q.insert_active, values)
-            if made is None:
-                return InlineClaimResult(None, None, writes.slot_taken(cur, q, job, row).coalesced)
-            return InlineClaimResult(handle_for(codec.to_job(made), values["token"], self))
-
-        return self._run("claim_or_enqueue", create, repeatable=False)
 
     # -- claiming -------------------------------------------------------------------------
-    def _claim_in(
-        self,
-        cur: Tx,
-        statement: str,
-        params: dict[str, Any],
-        limit: int,
-        owner: str,
-        starting: int | None = None,
-    ) -> list[JobHandle[Any]]:
-        first = limit if starting is None else min(max(starting, 0), limit)
-        cur.execute(statement, {**params, "limit": limit, "owner": owner, "starting": first})
-        rows = sorted(cur.fetchall(), key=lambda r: (r["priority"], r["run_at"], r["seq"]))
-        return [handle_for(codec.to_job(r), r["claim_token"], self) for r in rows]
-
     def claim_due(
         self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
         """Claim up to ``limit`` due jobs of ``type`` in one statement (``UPDATE ... WHERE
         seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING ...``), those past the
         first ``starting`` reserved. Not repeated after a dropped connection: the claim
-        may have committed, and the reaper gives such jobs back."""
+        may have committed, and the reaper gives such jobs back. A type the store object
+        knows has no rate limit reads no window (:class:`~durabl.model.flow.LimitedTypes`);
+        a full window is a read, nothing written, until the next one."""
         now = self._now_param()
-        params = {"type": type, "now": now}
-        statement, rs = self._q.claim_due, self._rates
+        params = {"type": type, "now": now, "owner": lease_owner}
         left = None
         if self._limited.has_limit(type, self._limited_types):
-            left = self._read("claim", lambda cur: rates.allowance(cur, rs, type, now))
+            left = self._run(
+                "claim",
+                lambda cur: rates.allowance(cur, self.sql, type, now),
+                write=False,
+                single=True,
+            )
             if left is None:
                 self._limited.note(type, False)  # removed by another process
         if left is not None and not left.left:
-            return []  # the window is full: a read, nothing written, until the next one
-
-        def limited(cur: Tx) -> list[JobHandle[Any]]:
-            # With room in the window: lock the type's row, recount, claim, count.
-            allowed = rates.allowance(cur, rs, type, now, lock=True)
-            n = limit if allowed is None else min(limit, allowed.left)
-            if not n:
-                return []
-            handles = self._claim_in(cur, statement, params, n, lease_owner, starting)
-            if allowed is not None and handles:
-                rates.count(cur, rs, type, allowed, len(handles))
-            return handles
+            return []
 
         for attempt in range(_SLOT_RACES):
             try:
                 if left is None:
                     return self._run(
                         "claim",
-                        lambda cur: self._claim_in(
-                            cur, statement, params, limit, lease_owner, starting
-                        ),
+                        lambda cur: self._claim_batch(cur, params, limit, starting),
+                        single=True,
                         repeatable=False,
-                        transaction=False,
                     )
-                return self._run("claim", limited, repeatable=False)
+                return self._run(
+                    "claim",
+                    lambda cur: self._claim_within_rate(cur, params, limit, starting),
+                    repeatable=False,
+                )
             except DurablError as exc:
                 # Two claimers took the last slot of a concurrency key at once: the unique
                 # index refused this statement whole (nothing claimed); claim again.
@@ -465,324 +390,101 @@ class PostgresJobQueue(StoreBase, base.FencedTransactions[Tx]):
                     raise
         return []  # not reached
 
-    # -- flow control (durabl.stores.postgres.rates) -----------------------------------
+    def _claim_batch(
+        self, tx: Tx, params: dict[str, Any], limit: int, starting: int | None
+    ) -> list[JobHandle[Any]]:
+        # One statement marks those past ``starting`` reserved (SQLite needs a second).
+        first = limit if starting is None else min(max(starting, 0), limit)
+        values = {**params, "limit": limit, "starting": first}
+        return self._claim_in(tx, self.sql.claim_due, values)
+
     def _limited_types(self) -> list[str]:
-        rs = self._rates
-        return self._read("claim", lambda cur: rates.limited_types(cur, rs))
+        return self._run(
+            "claim", lambda cur: rates.limited_types(cur, self.sql), write=False, single=True
+        )
 
     def write_rate_limit(self, type: str, rate: RateLimit | None) -> None:
-        rs = self._rates
-        self._run("set_rate_limit", lambda cur: rates.write(cur, rs, type, rate))
+        super().write_rate_limit(type, rate)
         self._limited.note(type, rate is not None)
-
-    def read_rate_limit(self, type: str) -> RateLimit | None:
-        rs = self._rates
-        return self._read("get_rate_limit", lambda cur: rates.read(cur, rs, type))
 
     def mark_started(self, claims: Sequence[tuple[str, str]]) -> None:
         """One statement for every claim in ``claims``."""
         if not claims:
             return
         params = {"ids": [i for i, _ in claims], "tokens": [t for _, t in claims]}
-        statement = self._q.mark_started
-        self._run("mark_started", lambda cur: cur.execute(statement, params), transaction=False)
-
-    def claim_next_by_key(
-        self, type: str, dedupe_key: str, *, lease_owner: str = ""
-    ) -> JobHandle[Any] | None:
-        params = {"type": type, "key": dedupe_key, "now": self._now_param()}
-        statement = self._q.claim_by_key
-        handles = self._run(
-            "claim_next_by_key",
-            lambda cur: self._claim_in(cur, statement, params, 1, lease_owner),
-            repeatable=False,
-            transaction=False,
-        )
-        return handles[0] if handles else None
+        statement = self.sql.mark_started
+        self._run("mark_started", lambda cur: cur.execute(statement, params), single=True)
 
     # -- fenced writes --------------------------------------------------------------------
-    def _fence_params(self, job_id: str, token: str) -> dict[str, Any]:
-        return {**writes.fence(job_id, token), "now": self._now_param()}
-
-    def _resolve_miss(self, tx: Tx, job_id: str, token: str, op: str) -> JobResult:
-        return writes.resolve_miss(tx, self._q, job_id, token, op)
-
-    def _record_applied(self, tx: Tx, applied: base.AppliedWrite) -> None:
-        job_id, token, op, result, logs = applied
-        writes.add_logs(tx, self._q, [(job_id, entry) for entry in logs])
-        writes.add_receipt(tx, self._q, job_id, token, op, result)
-
-    def _in_write(self, op: str, write: Callable[[Tx], R], timeout: float | None) -> R:
-        # Repeatable: a repeat after a lost connection misses the fence and is answered
-        # from the receipt.
-        return self._run(op, write, timeout=timeout)
-
-    def heartbeat(
-        self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()
-    ) -> model.HeartbeatResult:
-        """Renew the lease (one statement without logs). A beat that carries logs is not
-        repeated after a dropped connection (its logs could be stored twice)."""
-        params = {**writes.fence(job_id, token), "now": self._now_param()}
-        q = self._q
-
-        def beat(cur: Tx) -> model.HeartbeatResult:
-            row = reads.one(cur, q.heartbeat, params)
-            if row is None:
-                return "lease-lost"
-            writes.add_logs(cur, q, [(job_id, entry) for entry in logs])
-            return "applied" if row["cancel_requested"] is None else "cancel-requested"
-
-        return self._run("heartbeat", beat, repeatable=not logs, transaction=bool(logs))
-
-    def write_completions(self, op: str, completions: Sequence[base.Completion]) -> list[JobResult]:
-        """One UPDATE for every completion, each fenced on its own token."""
-        now, q = self._now_param(), self._q
-        with_logs = any(c.logs for c in completions)
-        return self._run(
-            op,
-            lambda cur: writes.complete_many(cur, q, completions, now),
-            # One statement, unless logs follow it or a miss needs explaining.
-            transaction=with_logs or len(completions) > 1,
-        )
-
-    def write_failure(
-        self, job_id: str, token: str, failure: base.Failure, logs: Sequence[LogEntry]
-    ) -> JobResult:
-        q, reason, kind, retry_at = self._q, failure.reason, failure.kind, failure.retry_at
-
-        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
-            if retry_at is not None:
-                return writes.fail(
-                    cur,
-                    q,
-                    params,
-                    reason,
-                    retry_at,
-                    kind,
-                    error=failure.error,
-                    terminal_outcome=failure.terminal_outcome,
-                )
-            done = writes.terminal(
-                cur,
-                q,
-                params,
-                "failed",
-                outcome=failure.terminal_outcome,
-                error=failure.error,
-                reason=reason,
-                kind=kind,
-            )
-            return "failed-terminal" if done else None
-
-        return self._fenced(failure.op, job_id, token, logs, apply)
-
-    def write_release(
-        self, job_id: str, token: str, release: base.Release, logs: Sequence[LogEntry]
-    ) -> JobResult:
-        """Back to pending at its old ``run_at`` (or at ``release.run_at``), refunding the
-        attempt. The timeout bounds the pool wait, each statement and the retries."""
-        q = self._q
-
-        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
-            row = writes.locked_claim(cur, q, params)
-            if row is None:
-                return None
-            if row["cancel_requested"] is not None:  # not back to pending: it was cancelled
-                return writes.end_cancelled(cur, q, params, row["cancel_requested"])
-            return writes.to_pending_or_supersede(
-                cur,
-                q,
-                params,
-                row["followed"],
-                "released",
-                refund=True,
-                run_at=release.run_at,
-                outcome="released",
-            )
-
-        return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)
-
-    def write_cancel(self, job_id: str, reason: str) -> model.CancelOutcome:
-        params, q = {"id": job_id, "reason": reason, "now": self._now_param()}, self._q
-        return self._run("cancel", lambda cur: writes.cancel(cur, q, params))
-
-    def write_cancelled_run(self, job_id: str, token: str, logs: Sequence[LogEntry]) -> JobResult:
-        q = self._q
-
-        def apply(cur: Tx, params: dict[str, Any]) -> model.ResultStatus | None:
-            row = writes.locked_claim(cur, q, params)
-            if row is None:
-                return None
-            return writes.end_cancelled(cur, q, params, row["cancel_requested"])
-
-        return self._fenced("cancel", job_id, token, logs, apply)
-
-    def append_journal(
-        self, job_id: str, token: str, records: Sequence[model.JournalRecord], *, position: int
-    ) -> model.JournalAppendResult:
-        """One statement appends to the stored array when it holds ``position`` entries."""
-        params, q = writes.fence(job_id, token), self._q
-        entries = [dict(r) for r in records]
-
-        def write(cur: Tx) -> model.JournalAppendResult:
-            applied = writes.append_journal(cur, q, params, entries, position)
-            return "applied" if applied else "lease-lost"
-
-        return self._run("append_journal", write)
-
-    # -- recovery -------------------------------------------------------------------------
-    def reap(self, visibility_timeout: float, *, limit: int = 1000) -> model.ReapReport:
-        """Recover up to ``limit`` expired leases, oldest first, in one transaction; leases
-        another reaper holds are skipped (SKIP LOCKED)."""
-        now, q = self._now_param(), self._q
+    def _complete(self, tx: Tx, completions: Sequence[Completion], now: Any) -> list[bool]:
+        """One statement completes every job whose fence holds, each on its own token (the
+        batch joined row by row, with arrays)."""
         params = {
+            "ids": [c.job_id for c in completions],
+            "tokens": [c.token for c in completions],
+            "results": [
+                None if c.result is None else encode_payload(c.result) for c in completions
+            ],
             "now": now,
-            "timeout": float(visibility_timeout + self.clock_skew_allowance),
+            **COMPLETION,
+        }
+        done = {
+            (r["id"], r["done_token"]) for r in tx.execute(self.sql.complete, params).fetchall()
+        }
+        return [(c.job_id, c.token) in done for c in completions]
+
+    def _reap_params(self, visibility_timeout: float, limit: int) -> dict[str, Any]:
+        # The cutoff is the server's ``now`` less the timeout (or the injected clock's).
+        return {
+            "now": self._now_param(),
+            "timeout": float(visibility_timeout),
             "limit": max(limit, 0),
         }
 
-        return self._run("reap", lambda cur: writes.reap(cur, q, params, limit))
-
-    # -- queries and operations -----------------------------------------------------------
-    def has_outstanding(self, type: str, dedupe_key: str) -> bool:
-        params = {"type": type, "key": dedupe_key}
-        return self._read(
-            "has_outstanding",
-            lambda cur: reads.one(cur, self._q.has_outstanding, params) is not None,
-        )
-
-    def get_job(self, job_id: str) -> Job[Any] | None:
-        row = self._read("get_job", lambda cur: reads.one(cur, self._q.get_job, {"id": job_id}))
-        return None if row is None else codec.to_job(row)
-
-    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
-        statement, values = self.listing_statement(filters, page)
-
-        def read(cur: Tx) -> list[DictRow]:
-            cur.execute(statement, values)
-            return cur.fetchall()
-
-        return [codec.to_job(row) for row in self._read("list_jobs", read)]
+    # -- reads ----------------------------------------------------------------------------
+    def _where(self, filters: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
+        return reads.filters(filters, self.sql, newest)
 
     def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
         """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
         walked = page.newest is not None
-        where, params = reads.filters(filters, self._q, page.newest, walked=walked)
-        source = reads.walk_source(filters, self._q) if walked else None
+        where, params = reads.filters(filters, self.sql, page.newest, walked=walked)
+        source = reads.walk_source(filters, self.sql) if walked else None
         order = page.order
         if order is not None:
             by = order_by(order.field, order.descending, filters.status)
         else:
             by = reads.default_order(filters)
         values = {**params, "limit": page.limit or None, "offset": page.offset}
-        return self._q.listing(self._q.list_jobs, where, by, source), values
-
-    def count_matching(
-        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
-    ) -> int:
-        where, params = reads.filters(filters, self._q, newest)
-        if at_most is None:
-            statement = self._q.listing(self._q.count_jobs, where)
-        else:
-            statement = self._q.listing(self._q.count_jobs_at_most, where)
-            params = {**params, "at_most": at_most}
-        row = self._read("count_jobs", lambda cur: reads.one(cur, statement, params))
-        return 0 if row is None else int(row["n"])
-
-    def retry(self, job_id: str) -> bool:
-        """failed -> pending, due now, attempts 0. False when the job is not failed or its
-        key is live (under either scope)."""
-        now, q, locks = self._now_param(), self._q, self._locks
-        return self._run(
-            "retry", lambda cur: writes.retry(cur, q, job_id, now, locks), repeatable=False
-        )
-
-    def retry_selected(self, filters: JobFilter) -> int:
-        """Each selected job as :meth:`retry` would, oldest first, in one transaction."""
-        where, params = reads.filters(filters, self._q)
-        now, q, locks = self._now_param(), self._q, self._locks
-        select = q.listing(q.matching_ids, where)
-
-        def write(cur: Tx) -> int:
-            cur.execute(select, params)
-            ids = [row["id"] for row in cur.fetchall()]
-            return sum(writes.retry(cur, q, job_id, now, locks) for job_id in ids)
-
-        return self._run("retry_matching", write, repeatable=False)
-
-    def delete_selected(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters, self._q)
-        statement = self._q.listing(self._q.delete_matching, where)
-        row = self._run(
-            "delete_matching", lambda cur: reads.one(cur, statement, params), repeatable=False
-        )
-        return 0 if row is None else int(row["n"])
-
-    def cancel_selected(self, filters: JobFilter, reason: str) -> int:
-        """Two statements (pending, then active) in one transaction."""
-        where, params = reads.filters(filters, self._q)
-        values, q = {**params, "reason": reason, "now": self._now_param()}, self._q
-        return self._run(
-            "cancel_matching",
-            lambda cur: writes.cancel_matching(cur, q, where, values),
-            repeatable=False,
-        )
-
-    def run_now(self, job_id: str) -> bool:
-        params, q = {"id": job_id, "now": self._now_param()}, self._q
-
-        def write(cur: Tx) -> bool:
-            if writes.run_now(cur, q, "j.id = %(id)s", params):
-                return True
-            return reads.one(cur, q.pending_exists, params) is not None
-
-        return self._run("run_now", write)
-
-    def run_now_selected(self, filters: JobFilter) -> int:
-        where, params = reads.filters(filters, self._q)
-        values, q = {**params, "now": self._now_param()}, self._q
-        return self._run(
-            "run_now_matching", lambda cur: writes.run_now(cur, q, where, values), repeatable=False
-        )
+        return self.sql.listing(self.sql.list_jobs, where, by, source), values
 
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         params = {"statuses": list(statuses), "age": older_than, "now": self._now_param()}
-        q = self._q
+        statement = self.sql.prune
+        return self._run("prune", lambda cur: cur.execute(statement, params).rowcount, single=True)
 
-        def prune(cur: Tx) -> int:
-            cur.execute(q.prune, params)
-            return cur.rowcount
-
-        return self._run("prune", prune)
-
-    def delete(self, job_id: str) -> bool:
-        statement = self._q.delete
-        row = self._run(
-            "delete",
-            lambda cur: reads.one(cur, statement, {"id": job_id}),
-            repeatable=False,
-            transaction=False,
-        )
-        return row is not None
-
-    def get_stats(self, type: str | None = None) -> model.QueueStats:
+    def get_stats(self, type: str | None = None) -> QueueStats:
         params = {"type": type, "now": self._now_param()}
-        q = self._q
-        return self._run("get_stats", lambda cur: reads.stats(cur, q, params))
+        return self._run("get_stats", lambda cur: reads.stats(cur, self.sql, params), write=False)
 
-    def stats_by_type(self) -> dict[str, model.QueueStats]:
-        now, q = self._now_param(), self._q
-        return self._run("stats_by_type", lambda cur: reads.stats_by_type(cur, q, now))
+    def stats_by_type(self) -> dict[str, QueueStats]:
+        now = self._now_param()
+        return self._run(
+            "stats_by_type", lambda cur: reads.stats_by_type(cur, self.sql, now), write=False
+        )
 
     def find_activity(
         self, window: activity.ActivityWindow, types: tuple[str, ...]
     ) -> activity.ActivityRead:
-        q = self._q
-        return self._run("read_activity", lambda cur: reads.activity_read(cur, q, window, types))
+        return self._run(
+            "read_activity",
+            lambda cur: reads.activity_read(cur, self.sql, window, types),
+            write=False,
+        )
 
     def job_types(self) -> list[str]:
-        def read(cur: Tx) -> list[str]:
-            cur.execute(self._q.job_types)
-            return [row["type"] for row in cur.fetchall()]
-
-        return self._read("job_types", read)
+        statement = self.sql.job_types
+        rows = self._run(
+            "job_types", lambda cur: cur.execute(statement, {}).fetchall(), write=False, single=True
+        )
+        return [row["type"] for row in rows]

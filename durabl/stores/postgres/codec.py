@@ -15,10 +15,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from durabl.model.job import Job, LogEntry, clip_text
-from durabl.model.options import MAX_LOG_MESSAGE_BYTES
+from durabl.model.options import MAX_LOG_MESSAGE_BYTES, NewJob
 from durabl.model.payload import to_millis
 from durabl.model.rows import job_from_row
 from durabl.model.tagged_json import decode_payload, encode_payload, from_ms
+from durabl.stores.sql.rows import new_job_params
 
 __all__ = ["decode_payload", "encode_payload", "from_ms"]
 
@@ -33,7 +34,14 @@ def utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-# -- payloads and journals ---------------------------------------------------------------
+def new_row(job: NewJob, now: datetime | None) -> dict[str, Any]:
+    """The parameters of a new job's insert (``run_at`` None: due at the statement's
+    ``now``)."""
+    row = new_job_params(job, instant(job.run_at))
+    row["now"] = now
+    return row
+
+
 # -- logs -------------------------------------------------------------------------------------
 def log_message(message: str) -> str:
     """A message as stored: clipped, NUL replaced (a ``text`` value cannot hold one)."""

@@ -66,6 +66,8 @@ STORE_OPTIONS = (
     "listen_notify",
     "safety_poll_interval",
 )
+#: What a direct connection takes over from a caller's pool's settings.
+LISTENER_KWARGS = frozenset({"password", "user", "sslmode", "application_name", "options"})
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _ROLLED_BACK = ("40001", "40P01", "23505")
 _DISCONNECTED = ("57P01", "57P02", "57P03")
@@ -359,6 +361,19 @@ class Database:
                 )
                 self._pool.open()
             return self._pool
+
+    def direct_connector(self) -> Callable[[], psycopg.Connection[Any]]:
+        """A function that opens a new autocommit connection outside the pool (the push
+        listener's), to where the pool connects and as it does."""
+        if self.conninfo is not None:
+            conninfo, extra = self.conninfo, {}
+        else:  # the caller's pool: connect as it does
+            pool = self.pool()
+            info, kwargs = pool.conninfo, pool.kwargs
+            conninfo = info() if callable(info) else info
+            given = (kwargs() if callable(kwargs) else kwargs) or {}
+            extra = {k: v for k, v in given.items() if k in LISTENER_KWARGS}
+        return lambda: psycopg.connect(conninfo, autocommit=True, **extra)
 
     def close(self) -> None:
         with self._lock:

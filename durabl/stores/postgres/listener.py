@@ -43,7 +43,7 @@ import psycopg
 from psycopg import sql
 from tenacity import RetryCallState, retry_if_exception_type
 
-from durabl.model.job import JobEvent, PickupMode
+from durabl.model.reports import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.postgres.connection import one_line
 from durabl.stores.push import WatcherThread, reconnecting

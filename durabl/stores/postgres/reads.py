@@ -14,13 +14,14 @@ from durabl.model.activity import (
     PENDING_SCAN,
     ActivityRead,
     ActivityWindow,
-    WaitCandidate,
 )
 from durabl.model.clock import as_utc
-from durabl.model.job import STATUSES, JobFilter, QueueStats
-from durabl.model.rows import decode_attempts
+from durabl.model.job import STATUSES, JobFilter
+from durabl.model.reports import QueueStats
 from durabl.model.rules import lists_by_finish, prefix_upper_bound, stats_from_counts
-from durabl.stores.postgres.sql import FILTERS, ORDER_FINISHED, ORDER_NEWEST, ROW_MATCHES, Queries
+from durabl.stores.postgres.queries import FILTERS, ORDER_FINISHED, ORDER_NEWEST, ROW_MATCHES
+from durabl.stores.postgres.sql import Queries
+from durabl.stores.sql.rows import wait_candidate
 
 
 def one(cur: Cursor[DictRow], statement: str, params: dict[str, Any]) -> DictRow | None:
@@ -154,20 +155,5 @@ def activity_read(
     cur.execute(q.activity_counts, params)
     counts = {(r["type"], r["status"], int(r["bucket"])): int(r["n"]) for r in cur.fetchall()}
     cur.execute(q.activity_candidates, params)
-    candidates = tuple(
-        WaitCandidate(
-            type=r["type"],
-            status=r["status"],
-            run_at=as_utc(r["run_at"]),
-            created_at=as_utc(r["created_at"]),
-            updated_at=as_utc(r["updated_at"]),
-            heartbeat_at=None if r["heartbeat_at"] is None else as_utc(r["heartbeat_at"]),
-            starts=tuple(
-                a.started_at
-                for a in decode_attempts(r["attempt_history"])
-                if a.started_at is not None
-            ),
-        )
-        for r in cur.fetchall()
-    )
+    candidates = tuple(wait_candidate(r, as_utc) for r in cur.fetchall())
     return ActivityRead(counts, candidates)

@@ -77,7 +77,9 @@ class Tables:
             "meta": self.qualified("_meta"),
             "schedules": self.qualified("_schedules"),
             "workers": self.qualified("_workers"),
+            "rate_limits": self.qualified("_rate_limits"),
             "channel": literal(self.channel),
+            "lock_class": str(self.key_lock_class),
         }
 
     @property
@@ -182,7 +184,7 @@ Migration = tuple[int, Callable[[Tables], Sequence[str]]]
 
 
 def _add_schedules(t: Tables) -> list[str]:
-    """Schedules (:mod:`durabl.stores.postgres.schedules`): a name, the definition as
+    """Schedules (:mod:`durabl.stores.sql.store`): a name, the definition as
     opaque text, and the state a firing moves by compare-and-set."""
     return [
         f"""
@@ -243,7 +245,7 @@ def _add_flow_control(t: Tables) -> list[str]:
 
 
 def _add_workers(t: Tables) -> list[str]:
-    """The live workers registry (:mod:`durabl.stores.postgres.workers`): one row per worker
+    """The live workers registry (:mod:`durabl.stores.sql.store`): one row per worker
     process, refreshed every heartbeat interval."""
     return [
         f"""

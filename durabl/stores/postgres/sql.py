@@ -1,21 +1,24 @@
-"""Every statement of the PostgreSQL store, named in one place (as procrastinate keeps its
-``queries.sql``): the store calls each by name through :class:`Queries`.
+"""The statements of the PostgreSQL store, named in one place (as procrastinate keeps its
+``queries.sql``): those that write here, the reads in :mod:`~durabl.stores.postgres.queries`;
+the store calls each by name through :class:`Queries`, rendered once per set of tables.
 
 Templates name the tables as ``{jobs}``, ``{logs}``, ``{receipts}``, and the current
 instant as ``{now}``: the injected clock's time when a clock was given (``%(now)s``), else
 the server's (``now()``, the start of the transaction, cut to the millisecond), so every
 lease is on one clock. A few templates keep a second placeholder (``{where}``,
-``{order}``, ``{fence}``) filled per call from the fragments below.
+``{order}``, ``{source}``) filled per call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
 
-from durabl.model.job import TERMINAL_STATUSES
 from durabl.stores.postgres.notifies import NOTIFY_WAITING, ends_runs, notify
+from durabl.stores.postgres.queries import LIST_WALK, ORDER_NEWEST, READS, SEARCH, WALK_SOURCE
+from durabl.stores.sql.statements import Statements
 
 NOW = "coalesce(%(now)s::timestamptz, date_trunc('milliseconds', now()))"
 
@@ -104,78 +107,18 @@ REQUEST_CANCEL = (
     "UPDATE {jobs} AS j SET cancel_requested = %(reason)s "
     "WHERE j.status = 'active' AND j.cancel_requested IS NULL AND "
 )
-
-ORDER_NEWEST = "j.seq DESC"
-ORDER_FINISHED = "j.finished_at DESC, j.seq DESC"
-FILTERS = {
-    "status": "j.status = %(status)s",
-    "type": "j.type = %(type)s",
-    "failure_kind": "j.failure_kind = %(failure_kind)s",
-}
-# An id or a dedupe key whose UTF-8 bytes start with the search's, or a failure reason
-# that holds them: no LIKE wildcards, no case folding, whatever the collation. Each part
-# probes an index (text_pattern_ops on id and dedupe_key: byte order, whatever the
-# database's collation; the partial index of the jobs with a reason), the keys bounded to
-# [search, the least string above all that start with it): a search of a million jobs reads
-# what it matches, not every job of the list.
-_STARTS = "substring(convert_to({a}.{c}, 'UTF8') FROM 1 FOR %(search_len)s) = %(search_bytes)s"
-_HOLDS = (
-    "{a}.fail_reason IS NOT NULL "
-    "AND position(%(search_bytes)s IN convert_to({a}.fail_reason, 'UTF8')) > 0"
+# Run now: a delayed pending job becomes due (and the listeners hear of it).
+RUN_NOW = (
+    "WITH due AS (UPDATE {jobs} AS j SET run_at = {now}, updated_at = {now} "
+    "WHERE j.status = 'pending' AND j.run_at > {now} AND ({where}) "
+    "RETURNING j.id, j.type, j.run_at) SELECT due.id, " + notify("due") + " FROM due"
 )
-_FROM = "s.{c} ~>=~ %(search)s{upper}"
-SEARCH = (
-    # ANY(ARRAY(...)): the matches are found first, then looked up by seq, however the
-    # list is ordered (an IN (subquery) lets the planner walk the whole list instead).
-    "j.seq = ANY(ARRAY(SELECT s.seq FROM {jobs} AS s WHERE "
-    + _FROM.format(c="id", upper="{upper_id}")
-    + " AND "
-    + _STARTS.format(a="s", c="id")
-    + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
-    + _FROM.format(c="dedupe_key", upper="{upper_key}")
-    + " AND "
-    + _STARTS.format(a="s", c="dedupe_key")
-    + " UNION ALL SELECT s.seq FROM {jobs} AS s WHERE "
-    + _HOLDS.format(a="s")
-    # A list of one status probes only its own jobs' reasons (the reasons' index is by
-    # status): the completed list's search does not read the failed jobs' reasons.
-    + "{reason_status}))"
-)
-# The first jobs of a list in its own order (``{listed}``, ``{order}``: an index's): a walk
-# that stops after that many jobs, for a broad search (then the search's test of each row,
-# instead of probes that gather every match first) or a sort no index serves.
-LIST_WALK = (
-    "j.seq = ANY(ARRAY(SELECT j.seq FROM {jobs} AS j WHERE {listed} ORDER BY {own} "
-    "LIMIT %(newest)s))"
-)
-# The same jobs as the source a page reads from (each row read once, in the index's order).
-WALK_SOURCE = "(SELECT j.* FROM {jobs} AS j WHERE {listed} ORDER BY {own} LIMIT %(newest)s) AS j"
-_ROW_TESTS = (
-    _STARTS.format(a="j", c="id"),
-    _STARTS.format(a="j", c="dedupe_key"),
-    _HOLDS.format(a="j"),
-)
-ROW_MATCHES = "(" + " OR ".join(f"({test})" for test in _ROW_TESTS) + ")"
 
-
-def order_by(field: str, descending: bool, status: str | None = None) -> str:
-    """The ORDER BY of a sorted listing (``field`` from JOB_ORDER_FIELDS, never user text);
-    text compares by code point (``COLLATE "C"``), as on every store; ties newest first. A
-    finish time of a job not finished (NULL) sorts lowest, as on every store; a list of
-    finished jobs has none, and its plain order is the one its index is read in."""
-    column = f'j.{field} COLLATE "C"' if field == "type" else f"j.{field}"
-    direction = "DESC" if descending else "ASC"
-    if field == "finished_at" and status not in TERMINAL_STATUSES:
-        direction += " NULLS LAST" if descending else " NULLS FIRST"
-    return f"{column} {direction}, j.seq DESC"
-
-
-# get_stats: counts per status and kind, and the oldest due pending job.
-_BY_KIND = "GROUP BY status, failure_kind"
-_CANDIDATE = (
-    "j.type, j.status, j.run_at, j.created_at, j.updated_at, j.heartbeat_at, j.attempt_history"
+# A rate window is read on the statement's clock (the server's, or the injected one).
+_RATE = (
+    "max_starts, per_ms, window_start, started, "
+    "(extract(epoch FROM {now}) * 1000)::bigint AS now_ms"
 )
-_OLDEST = "SELECT (SELECT min(run_at) FROM {jobs} WHERE status = 'pending' AND run_at <= {now}"
 
 
 # -- claims: one statement per batch ------------------------------------------------------
@@ -226,7 +169,7 @@ STATEMENTS: dict[str, str] = {
     # -- enqueue ------------------------------------------------------------------------
     # Keyed enqueues, inline creations and retries serialise on their key (a transaction
     # lock: nothing outlives the transaction), so the other-scope check cannot race.
-    "lock_key": "SELECT pg_advisory_xact_lock(%(lock_class)s, hashtext(%(key)s))",
+    "lock_key": "SELECT pg_advisory_xact_lock({lock_class}, hashtext(%(key)s))",
     "scope_of_live": "SELECT dedupe_scope FROM {jobs} WHERE live_slot = %(key)s LIMIT 1",
     "scope_of_pending_or_active": (
         "SELECT dedupe_scope FROM {jobs} "
@@ -285,11 +228,8 @@ STATEMENTS: dict[str, str] = {
     "cancel_pending_matching": CANCEL_PENDING + "({where})",
     "request_cancel_matching": REQUEST_CANCEL + "({where})",
     # -- run now: a delayed pending job becomes due (and the listeners hear of it) ------
-    "run_now_matching": (
-        "WITH due AS (UPDATE {jobs} AS j SET run_at = {now}, updated_at = {now} "
-        "WHERE j.status = 'pending' AND j.run_at > {now} AND ({where}) "
-        "RETURNING j.id, j.type, j.run_at) SELECT due.id, " + notify("due") + " FROM due"
-    ),
+    "run_now": RUN_NOW.replace("{where}", "j.id = %(id)s"),
+    "run_now_matching": RUN_NOW,
     "pending_exists": "SELECT 1 FROM {jobs} WHERE id = %(id)s AND status = 'pending'",
     # Each completion keeps its own result: the batch is joined row by row.
     "complete": ends_runs(
@@ -406,95 +346,12 @@ STATEMENTS: dict[str, str] = {
     ),
     "delete": "DELETE FROM {jobs} WHERE id = %(id)s AND status <> 'active' RETURNING id",
     # Retention: finished jobs past an age on the server's clock (logs and receipts cascade).
+    "delete_matching": "DELETE FROM {jobs} AS j WHERE ({where}) AND j.status <> 'active'",
     "prune": (
         "DELETE FROM {jobs} WHERE status = ANY(%(statuses)s::text[]) "
         "AND finished_at < {now} - %(age)s * interval '1 second'"
     ),
-    "get_job": "SELECT {job_columns} FROM {jobs} AS j WHERE j.id = %(id)s",
-    "has_outstanding": (
-        "SELECT 1 FROM {jobs} WHERE type = %(type)s AND "
-        "(live_slot = %(key)s OR pending_slot = %(key)s OR active_slot = %(key)s) LIMIT 1"
-    ),
-    # The page's keys first (an index's order, or a sort of the keys alone), then the
-    # columns of those rows only: the rows a deep page skips, and the rows a sort orders,
-    # are never read whole (their logs neither), nor sorted with their payloads.
-    "list_jobs": (
-        "SELECT {job_columns} FROM {jobs} AS j WHERE j.seq = ANY(ARRAY("
-        "SELECT j.seq FROM {source} WHERE {where} ORDER BY {order} "
-        "LIMIT %(limit)s OFFSET %(offset)s)) ORDER BY {order}"
-    ),
-    "count_jobs": "SELECT count(*) AS n FROM {jobs} AS j WHERE {where}",
-    "count_jobs_at_most": (
-        "SELECT count(*) AS n FROM (SELECT 1 FROM {jobs} AS j WHERE {where} "
-        "LIMIT %(at_most)s) AS counted"
-    ),
-    "matching_ids": "SELECT j.id FROM {jobs} AS j WHERE {where} ORDER BY j.seq",
-    "delete_matching": (
-        "WITH gone AS (DELETE FROM {jobs} AS j WHERE ({where}) AND j.status <> 'active' "
-        "RETURNING 1) SELECT count(*) AS n FROM gone"
-    ),
-    # Two statements each, with and without a type: an ``(%(type)s IS NULL OR ...)``
-    # predicate keeps a prepared statement's generic plan off the type's index.
-    "stats_counts": "SELECT status, failure_kind, count(*) AS n FROM {jobs} " + _BY_KIND,
-    "stats_counts_of_type": (
-        "SELECT status, failure_kind, count(*) AS n FROM {jobs} WHERE type = %(type)s " + _BY_KIND
-    ),
-    "stats_oldest": _OLDEST + ") AS oldest, {now} AS now",
-    "stats_oldest_of_type": _OLDEST + " AND type = %(type)s) AS oldest, {now} AS now",
-    # A loose index scan: one probe of the (type, status, run_at) index per type, where
-    # DISTINCT reads every job.
-    "job_types": (
-        "WITH RECURSIVE t(type) AS (SELECT min(type) FROM {jobs} UNION ALL "
-        "SELECT (SELECT min(type) FROM {jobs} WHERE type > t.type) FROM t "
-        "WHERE t.type IS NOT NULL) SELECT type FROM t WHERE type IS NOT NULL ORDER BY type"
-    ),
-    # -- the admin's overview (durabl.model.activity) ------------------------------------
-    # Every type's stats: a range count per (type, status) (an index-only scan of the
-    # (type, status, run_at) index each: no aggregate over a million rows to hash), failed
-    # jobs per (type, kind), then one probe of each type's oldest due pending job.
-    "stats_by_type_counts": (
-        "SELECT t.type, s.status, (SELECT count(*) FROM {jobs} "
-        "WHERE type = t.type AND status = s.status) AS n FROM unnest(%(types)s::text[]) "
-        "AS t(type) CROSS JOIN unnest(%(statuses)s::text[]) AS s(status)"
-    ),
-    "stats_by_type_kinds": (
-        "SELECT type, failure_kind, count(*) AS n FROM {jobs} WHERE status = 'failed' "
-        "GROUP BY type, failure_kind"
-    ),
-    "stats_by_type_oldest": (
-        "SELECT t.type, (SELECT min(run_at) FROM {jobs} WHERE type = t.type "
-        "AND status = 'pending' AND run_at <= {now}) AS oldest, {now} AS now "
-        "FROM unnest(%(types)s::text[]) AS t(type)"
-    ),
-    # Completed and failed jobs per (type, status, bucket), by finished_at.
-    "activity_counts": (
-        "SELECT type, status, floor(extract(epoch FROM finished_at - %(since)s::timestamptz) "
-        "* 1000 / %(width)s)::int AS bucket, count(*) AS n FROM {jobs} "
-        "WHERE status IN ('completed', 'failed') AND finished_at >= %(since)s "
-        "AND finished_at < %(until)s AND type = ANY(%(types)s::text[]) GROUP BY 1, 2, 3"
-    ),
-    # The jobs that may have waited across a bucket's end: each type's earliest due pending
-    # jobs, the active ones claimed in the window, the finished ones spanning an end.
-    "activity_candidates": (
-        "SELECT c.* FROM unnest(%(types)s::text[]) AS t(type) CROSS JOIN LATERAL ("
-        "SELECT " + _CANDIDATE + " FROM {jobs} AS j WHERE j.type = t.type "
-        "AND j.status = 'pending' AND j.run_at <= %(until)s "
-        "ORDER BY j.run_at, j.seq DESC LIMIT %(scan)s) AS c "
-        "UNION ALL SELECT " + _CANDIDATE + " FROM {jobs} AS j WHERE j.status = 'active' "
-        "AND j.heartbeat_at >= %(since)s AND j.type = ANY(%(types)s::text[]) "
-        "UNION ALL SELECT " + _CANDIDATE + " FROM {jobs} AS j "
-        "WHERE j.status = ANY(%(finished)s::text[]) AND j.finished_at > %(first_end)s "
-        "AND j.type = ANY(%(types)s::text[]) AND EXISTS (SELECT 1 FROM "
-        "unnest(%(ends)s::timestamptz[]) AS e(at) WHERE j.run_at <= e.at AND j.finished_at > e.at)"
-    ),
-    # The listener's timers: how long until the next future job of each type is due.
-    "next_due": (
-        "SELECT type, ceil(extract(epoch FROM min(run_at) - {now}) * 1000)::bigint AS delay_ms "
-        "FROM {jobs} WHERE status = 'pending' AND type = ANY(%(types)s::text[]) "
-        "AND run_at > {now} GROUP BY type"
-    ),
-    "server_now": "SELECT {now} AS now",
-    # -- schedules (durabl.stores.postgres.schedules) -----------------------------------
+    # -- schedules ---------------------------------------------------------------------
     "upsert_schedule": (
         "INSERT INTO {schedules} AS s (name, definition, next_run_at) "
         "VALUES (%(name)s, %(definition)s, %(next)s) "
@@ -513,7 +370,21 @@ STATEMENTS: dict[str, str] = {
         "AND definition = %(definition)s"
     ),
     "schedule_last_job": "UPDATE {schedules} SET last_job_id = %(job_id)s WHERE name = %(name)s",
-    # -- the workers registry (durabl.stores.postgres.workers) --------------------------
+    # -- rate limits (durabl.stores.sql.rates): the window read on the store's clock ---
+    "rate_upsert": (
+        "INSERT INTO {rate_limits} (type, max_starts, per_ms) VALUES (%(type)s, %(limit)s, "
+        "%(per)s) ON CONFLICT (type) DO UPDATE SET max_starts = excluded.max_starts, "
+        "per_ms = excluded.per_ms"
+    ),
+    "rate_delete": "DELETE FROM {rate_limits} WHERE type = %(type)s",
+    "rate_types": "SELECT type FROM {rate_limits}",
+    "rate_read": "SELECT " + _RATE + " FROM {rate_limits} WHERE type = %(type)s",
+    "rate_lock": "SELECT " + _RATE + " FROM {rate_limits} WHERE type = %(type)s FOR UPDATE",
+    "rate_count": (
+        "UPDATE {rate_limits} SET started = CASE WHEN window_start = %(w)s "
+        "THEN started + %(n)s ELSE %(n)s END, window_start = %(w)s WHERE type = %(type)s"
+    ),
+    # -- the workers registry ----------------------------------------------------------
     "upsert_worker": (
         "INSERT INTO {workers} (id, host, pid, concurrency, started_at, last_seen, active, "
         "heartbeat_interval) VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s::jsonb, "
@@ -549,58 +420,18 @@ def literal(text: str) -> str:
     return sql.Literal(text).as_string(None)
 
 
-class Queries:
-    """The statements for one set of tables, rendered once; each is an attribute named as
+@dataclass(frozen=True)
+class Queries(Statements):
+    """The statements for one set of tables, rendered once: those the shared flows name
+    (:class:`~durabl.stores.sql.statements.Statements`), then PostgreSQL's own, each as
     in :data:`STATEMENTS`."""
 
-    searches: dict[tuple[bool, bool], str]
-    list_walk: str
-    walk_source: str
-    #: The jobs table as a listing's source (see ``listing``).
-    jobs_source: str
-    claim_due: str
-    claim_by_key: str
-    claim_by_id: str
     mark_started: str
-    lock_key: str
-    scope_of_live: str
-    scope_of_pending_or_active: str
-    insert_pending: str
-    insert_active: str
-    job_exists: str
-    coalesce_live: str
-    coalesce_pending: str
-    heartbeat: str
-    cancel_pending: str
-    request_cancel: str
-    cancel_pending_matching: str
-    request_cancel_matching: str
-    run_now_matching: str
-    pending_exists: str
     complete: str
-    terminal: str
-    lock_claim: str
-    to_pending: str
-    append_journal: str
-    journal_len: str
-    resolve_miss: str
-    add_receipt: str
-    trim_receipts: str
     add_logs: str
     trim_logs: str
-    expired: str
-    failed_for_retry: str
-    retry: str
-    slot_held: str
-    delete: str
     prune: str
-    get_job: str
-    has_outstanding: str
     list_jobs: str
-    count_jobs: str
-    count_jobs_at_most: str
-    matching_ids: str
-    delete_matching: str
     stats_counts: str
     stats_counts_of_type: str
     stats_oldest: str
@@ -613,22 +444,22 @@ class Queries:
     activity_candidates: str
     next_due: str
     server_now: str
-    upsert_schedule: str
-    load_schedules: str
-    delete_schedule: str
-    advance_schedule: str
-    schedule_last_job: str
-    upsert_worker: str
-    load_workers: str
-    delete_worker: str
-    prune_workers: str
+    #: The search clause (see SEARCH) by whether a string is above all that start with the
+    #: search (bounded), and whether the list is of one status.
+    searches: dict[tuple[bool, bool], str]
+    list_walk: str
+    walk_source: str
+    #: The jobs table as a listing's source (see ``listing``).
+    jobs_source: str
 
-    def __init__(self, names: dict[str, str]) -> None:
+    @classmethod
+    def for_tables(cls, names: dict[str, str]) -> Queries:
+        """The statements over the tables ``names`` names (``jobs``, ``logs`` ...)."""
         values = _Keep(names)
         values["job_columns"] = JOB_COLUMNS.format_map(values)
         values["now"] = NOW
-        for name, template in STATEMENTS.items():
-            setattr(self, name, _render(template, values))
+        templates = {**STATEMENTS, **READS}
+        rendered = {name: _render(template, values) for name, template in templates.items()}
         bounded = {
             "upper_id": " AND s.id ~<~ %(search_hi)s",
             "upper_key": " AND s.dedupe_key ~<~ %(search_hi)s",
@@ -636,17 +467,19 @@ class Queries:
         unbounded = {"upper_id": "", "upper_key": ""}
         of_status = {"reason_status": " AND s.status = %(status)s"}
         any_status = {"reason_status": ""}
-        #: The search clause (see SEARCH) by whether a string is above all that start
-        #: with the search (bounded), and whether the list is of one status.
-        self.searches = {
+        searches = {
             (True, False): _render(SEARCH, {**values, **bounded, **any_status}),
             (False, False): _render(SEARCH, {**values, **unbounded, **any_status}),
             (True, True): _render(SEARCH, {**values, **bounded, **of_status}),
             (False, True): _render(SEARCH, {**values, **unbounded, **of_status}),
         }
-        self.list_walk = _render(LIST_WALK, values)
-        self.walk_source = _render(WALK_SOURCE, values)
-        self.jobs_source = _render("{jobs} AS j", values)
+        return cls(
+            **rendered,
+            searches=searches,
+            list_walk=_render(LIST_WALK, values),
+            walk_source=_render(WALK_SOURCE, values),
+            jobs_source=_render("{jobs} AS j", values),
+        )
 
     def listing(
         self, statement: str, where: str, order: str = ORDER_NEWEST, source: str | None = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from durabl.model.job import Job, LogEntry, clip_text
@@ -22,12 +21,7 @@ from durabl.model.tagged_json import (
     to_ms,
 )
 
-__all__ = ["EPOCH", "ceil_ms", "decode_payload", "encode_payload", "from_ms", "opt_ms", "to_ms"]
-
-
-# -- instants ---------------------------------------------------------------------------------
-def opt_ms(value: datetime | None) -> int | None:
-    return None if value is None else to_ms(value)
+__all__ = ["EPOCH", "ceil_ms", "decode_payload", "encode_payload", "from_ms", "to_ms"]
 
 
 # -- rows -------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model import activity
-from durabl.model.job import STATUSES, Job, JobFilter, LogEntry, QueueStats
-from durabl.model.rows import decode_attempts
+from durabl.model.job import STATUSES, Job, JobFilter, LogEntry
+from durabl.model.reports import QueueStats
 from durabl.model.rules import (
     JobPage,
     lists_by_finish,
@@ -21,6 +21,7 @@ from durabl.model.rules import (
     served_by_index,
     stats_from_counts,
 )
+from durabl.stores.sql.rows import wait_candidate
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
@@ -78,22 +79,6 @@ def load_logs(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, lis
 def jobs_from_rows(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[Job[Any]]:
     logs = load_logs(conn, [row["id"] for row in rows])
     return [codec.to_job(row, logs.get(row["id"], ())) for row in rows]
-
-
-def get_job(conn: sqlite3.Connection, job_id: str) -> Job[Any] | None:
-    row = conn.execute(f"SELECT {JOB_COLUMNS} FROM {JOBS} WHERE id = ?", (job_id,)).fetchone()
-    if row is None:
-        return None
-    return jobs_from_rows(conn, [row])[0]
-
-
-def has_outstanding(conn: sqlite3.Connection, type: str, dedupe_key: str) -> bool:
-    row = conn.execute(
-        f"SELECT 1 FROM {JOBS} WHERE type = :type AND "
-        "(live_slot = :key OR pending_slot = :key OR active_slot = :key) LIMIT 1",
-        {"type": type, "key": dedupe_key},
-    ).fetchone()
-    return row is not None
 
 
 def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -173,15 +158,8 @@ _MATCHES = (
 )
 
 
-def list_jobs(conn: sqlite3.Connection, selection: JobFilter, page: JobPage) -> list[Job[Any]]:
-    """The ``page`` of the jobs ``selection`` selects, in ``page.order`` or newest first
-    (failed jobs by failure time)."""
-    statement, params = listing_statement(selection, page)
-    return jobs_from_rows(conn, conn.execute(statement, params).fetchall())
-
-
 def listing_statement(selection: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
-    """The SELECT of :func:`list_jobs` and its parameters (the query-plan tests read it)."""
+    """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
     where, params = filters(selection, page.newest)
     params.update(limit=sql_limit(page.limit), offset=page.offset)
     sort = page.order
@@ -211,25 +189,6 @@ def listing_statement(selection: JobFilter, page: JobPage) -> tuple[str, dict[st
             f"WHERE {where} ORDER BY {order} {window}) ORDER BY {order}"
         )
     return statement, params
-
-
-def matching_ids(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
-    """The ids of the jobs ``where`` selects, oldest first."""
-    rows = conn.execute(f"SELECT id FROM {JOBS} WHERE {where} ORDER BY seq", params)
-    return [row[0] for row in rows]
-
-
-def count_jobs(
-    conn: sqlite3.Connection, where: str, params: dict[str, Any], at_most: int | None = None
-) -> int:
-    """How many jobs ``where`` selects, counting no further than ``at_most``."""
-    if at_most is None:
-        statement = f"SELECT count(*) FROM {JOBS} WHERE {where}"
-    else:
-        statement = f"SELECT count(*) FROM (SELECT 1 FROM {JOBS} WHERE {where} LIMIT :at_most)"
-        params = {**params, "at_most": at_most}
-    count: int = conn.execute(statement, params).fetchone()[0]
-    return count
 
 
 def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueStats:
@@ -390,21 +349,4 @@ def _candidates_of(
             f"AND finished_at > :e0 AND type IN ({marks}) AND ({spans})",
         ]
     )
-    return [_candidate(row) for row in conn.execute(statement, params)]
-
-
-def _candidate(row: sqlite3.Row) -> activity.WaitCandidate:
-    beat = row["heartbeat_at"]
-    return activity.WaitCandidate(
-        type=row["type"],
-        status=row["status"],
-        run_at=codec.from_ms(row["run_at"]),
-        created_at=codec.from_ms(row["created_at"]),
-        updated_at=codec.from_ms(row["updated_at"]),
-        heartbeat_at=None if beat is None else codec.from_ms(beat),
-        starts=tuple(
-            a.started_at
-            for a in decode_attempts(row["attempt_history"])
-            if a.started_at is not None
-        ),
-    )
+    return [wait_candidate(row, codec.from_ms) for row in conn.execute(statement, params)]

@@ -115,7 +115,7 @@ def _add_reservations(conn: sqlite3.Connection) -> None:
 
 
 def _add_schedules(conn: sqlite3.Connection) -> None:
-    """Schedules (:mod:`durabl.stores.sqlite.schedules`): a name, the definition as opaque
+    """Schedules (:mod:`durabl.stores.sql.store`): a name, the definition as opaque
     text, and the state a firing moves by compare-and-set."""
     conn.execute(
         f"""
@@ -181,7 +181,7 @@ def _add_flow_control(conn: sqlite3.Connection) -> None:
 
 
 def _add_workers(conn: sqlite3.Connection) -> None:
-    """The live workers registry (:mod:`durabl.stores.sqlite.workers`): one row per worker
+    """The live workers registry (:mod:`durabl.stores.sql.store`): one row per worker
     process, refreshed every heartbeat interval; ``concurrency`` is a JSON object."""
     conn.execute(
         f"""

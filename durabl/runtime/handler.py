@@ -1,0 +1,104 @@
+"""What a run asks of a handler and gives it: a plain function, its payload parsed by the
+type's schema, the run's abort signal, :class:`SuspendRun` to hand its job back until
+later, and what each error it raises means for the job (:func:`failure_kind`).
+:class:`~durabl.runtime.run.ManagedRun` calls the handler with these."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from datetime import datetime
+from typing import Any
+
+from durabl.model.abort import AbortSignal
+from durabl.model.clock import Clock
+from durabl.model.declared import TypeOptions
+from durabl.model.exceptions import FatalJobError
+from durabl.model.job import FailureKind, Job
+from durabl.model.schema import PayloadValidationError
+from durabl.runtime.failures import is_interrupt
+
+
+def check_plain_function(function: object, what: str, runs: str) -> None:
+    """Refuse what no worker thread can call: ``function`` not callable, or async.
+    ``what`` names it in the message (``handler for 'email'``); ``runs``: what durabl
+    calls such functions (``handlers``)."""
+    if not callable(function):
+        raise TypeError(f"{what} must be callable, got {function!r}")
+    if inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"{what} is async; durabl runs {runs} in worker threads: write it as a plain function"
+        )
+
+
+class RunSignal(AbortSignal):
+    """The abort signal of a managed run: the lease deadline, plus an optional *limit*
+    (a step timeout or a run's maximum duration) that aborts the run with its own reason
+    once passed. The heartbeat stops renewing as soon as the signal aborts, so a run held
+    past its limit by a hung call loses its lease instead of renewing it forever."""
+
+    def __init__(self, clock: Clock, deadline: float | None = None) -> None:
+        super().__init__(clock, deadline)
+        self._limit: tuple[float, str] | None = None
+
+    def set_limit(self, at: float | None, reason: str = "limit") -> None:
+        """Abort with ``reason`` once the monotonic clock reaches ``at`` (None: no limit)."""
+        with self._lock:
+            self._limit = None if at is None else (at, reason)
+
+    @property
+    def limit(self) -> float | None:
+        limit = self._limit
+        return None if limit is None else limit[0]
+
+    def _check_deadline(self) -> None:
+        limit = self._limit
+        if limit is not None and self._reason is None and self._clock.monotonic() >= limit[0]:
+            self.abort(limit[1])
+        super()._check_deadline()
+
+
+class SuspendRun(Exception):
+    """Raised by a handler to end its run by handing the job back to pending until
+    ``run_at``, without using an attempt (the orchestrator's durable sleep). The run's
+    outcome is ``released``; it is not reported as an error."""
+
+    def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
+        super().__init__(reason)
+        self.run_at = run_at
+
+
+class InvalidPayload(PayloadValidationError):
+    """The stored data of a claimed job does not match its type's schema: the run ends
+    at once, without its handler, failed ``invalid-payload`` (an inline run raises it)."""
+
+    def __init__(self, error: PayloadValidationError) -> None:
+        super().__init__(error.type, error.errors)
+
+
+def parse_payload(options: TypeOptions | None, job: Job[Any]) -> Job[Any]:
+    """``job`` with its data parsed by the schema of its type's ``options`` (``job``
+    itself without one); :class:`InvalidPayload` when the stored data does not validate."""
+    if options is None or options.schema is None:
+        return job
+    try:
+        parsed = options.schema.parse(job.type, job.data)
+    except PayloadValidationError as exc:
+        raise InvalidPayload(exc) from None
+    job = copy.copy(job)
+    object.__setattr__(job, "data", parsed)  # a copy of a frozen snapshot, data swapped
+    return job
+
+
+def failure_kind(
+    error: BaseException, fatal_errors: tuple[type[BaseException], ...] = ()
+) -> FailureKind:
+    """The failure kind a terminal failure with a handler's ``error`` is recorded as:
+    ``invalid-payload``, ``fatal`` (:class:`~durabl.FatalJobError`, or one of the
+    handler's own ``fatal_errors``; both fail the job at once), ``interrupted`` (a
+    ``BaseException``), else ``retries-exhausted``."""
+    if isinstance(error, InvalidPayload):
+        return "invalid-payload"
+    if isinstance(error, (FatalJobError, *fatal_errors)):
+        return "fatal"
+    return "interrupted" if is_interrupt(error) else "retries-exhausted"
