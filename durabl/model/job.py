@@ -225,7 +225,7 @@ class FencedWrites(Protocol):
     only these, so it imports no store.
 
     The public writes (``complete``, ``fail``, ``fail_fatal``, ``release``) are written here
-    once, for every store that subclasses :class:`durabl.stores.base.StoreBase`: each
+    once, for every store that subclasses :class:`durabl.stores.engine.StoreBase`: each
     checks its arguments into a record and hands it to the store's own atomic write
     (``write_completions``, ``write_failure``, ``write_release``)."""
 

@@ -10,8 +10,9 @@ import pytest
 
 from durabl.model.job import JobFilter
 from durabl.model.rules import JOB_ORDER_FIELDS, JobPage, job_order
-from durabl.stores import base
-from durabl.stores.base import Backend, StoreBase
+from durabl.stores import engine
+from durabl.stores.base import Backend
+from durabl.stores.engine import StoreBase
 from durabl.testing import FakeClock
 from tests.contract.support import claim_one, enqueue_id
 
@@ -293,7 +294,7 @@ def test_search_pages_are_the_same_whether_the_walk_fills_them_or_not(
     other page comes from the index probes: every page and count is the exact one either
     way. ``walks``: the short walk, and the long one for anything wanted."""
     short, long = walks
-    monkeypatch.setattr(base, "search_walk", lambda wanted: long if wanted else short)
+    monkeypatch.setattr(engine, "search_walk", lambda wanted: long if wanted else short)
     ids = _mixed(backend, clock)
     hits = [ids[i] for i in (11, 9, 7, 5, 3, 1)]
     for limit in (1, 2, 4):

@@ -20,7 +20,8 @@ from durabl import Job, JobContext, JobEvent, JobQueue, MemoryBackend, SqliteJob
 from durabl.model.job import JobResult
 from durabl.runtime.completer import Completer
 from durabl.runtime.run import Handler, ManagedRun
-from durabl.stores.base import Backend, Completion, StoreBase
+from durabl.stores.base import Backend, Completion
+from durabl.stores.engine import StoreBase
 from durabl.testing import FakeClock, wait_until
 
 VT = 30

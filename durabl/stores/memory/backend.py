@@ -27,7 +27,8 @@ from durabl.model.options import NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.reports import QueueStats, ReapReport
 from durabl.stores import base
-from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
+from durabl.stores.base import EnqueueResult, InlineClaimResult
+from durabl.stores.engine import StoreBase
 from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.store import MemoryStore, Record, stats
 from durabl.stores.memory.workers import MemoryWorkers

@@ -29,7 +29,8 @@ from durabl.model.options import PUSH_SAFETY_POLL_INTERVAL, NewJob
 from durabl.model.reports import QueueStats, ReapReport
 from durabl.model.rules import JobPage
 from durabl.stores import base, push
-from durabl.stores.base import EnqueueResult, InlineClaimResult, StoreBase
+from durabl.stores.base import EnqueueResult, InlineClaimResult
+from durabl.stores.engine import StoreBase
 from durabl.stores.mongo import codec, factory, indexes
 from durabl.stores.mongo.attempts import ClaimMemo
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings

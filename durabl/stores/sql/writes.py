@@ -28,7 +28,8 @@ from durabl.model.job import (
 from durabl.model.options import RECEIPTS_KEPT
 from durabl.model.reports import ReapReport
 from durabl.model.rows import encode_journal
-from durabl.stores.base import Completion, Failure, Release, StoreBase
+from durabl.stores.base import Completion, Failure, Release
+from durabl.stores.engine import StoreBase
 from durabl.stores.sql.statements import C, Statements
 
 R = TypeVar("R")
