@@ -10,7 +10,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,10 @@ __all__ = ["url"]  # the store fixture, shared with the crash tests
 
 pytestmark = pytest.mark.slow
 SECOND = timedelta(seconds=1)
+#: A MongoDB tick's job is inserted held (``run_at`` in the year 9999) and then released; a
+#: scheduler stopped between the two leaves that copy to the next scheduler pass, which
+#: never comes once the test has stopped them all (docs/schedules.md). It is no tick.
+HELD = datetime(9000, 1, 1, tzinfo=timezone.utc)
 
 
 class Scheduler:
@@ -79,7 +83,8 @@ def view(url: str) -> Iterator[JobQueue]:
 
 
 def ticks(queue: JobQueue) -> list[datetime]:
-    return sorted(job.run_at for job in queue.list_jobs(type="tick", limit=0))
+    jobs = queue.list_jobs(type="tick", limit=0)
+    return sorted(job.run_at for job in jobs if job.run_at < HELD)
 
 
 def assert_once_each(found: list[datetime]) -> None:
