@@ -377,7 +377,18 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
         started = {line.split()[1] for line in lines if line.startswith("start ")}
         return len(started) >= into_backlog and bool(claimed - started)
 
-    wait_until(read_ahead_waiting, timeout=30, interval=0.005)
+    def frozen_with_one_waiting() -> bool:
+        # The worker is stopped (SIGSTOP) and looked at again before the kill: on a busy
+        # machine the claim seen waiting may start before a kill sent right after seeing it.
+        if not read_ahead_waiting():
+            return False
+        doomed.popen.send_signal(signal.SIGSTOP)
+        if read_ahead_waiting():
+            return True
+        doomed.popen.send_signal(signal.SIGCONT)
+        return False
+
+    wait_until(frozen_with_one_waiting, timeout=30, interval=0.005)
     doomed.kill()
     doomed.popen.wait(10)
     lines = doomed.lines()

@@ -22,6 +22,7 @@ from durabl.stores.mongo.changestream import (
     Waiting,
     frees_a_slot,
 )
+from durabl.stores.push import WatchedTypes
 
 # The watcher's log: what the router says is the watcher's doing.
 logger = logging.getLogger("durabl.stores.mongo.watcher")
@@ -100,8 +101,7 @@ class Router:
         self._lookup = lookup
         self._next_run_at = next_run_at
         self._waiting = waiting
-        self.types: frozenset[str] = frozenset()
-        self._discovered: set[str] = set()  # types whose stored future jobs were read back
+        self.watched = WatchedTypes(listener, self._discover_all)
         self.timers = TimerQueue(settings.timer_capacity)
         self._incomplete: set[str] = set()  # types whose future jobs may be missing above
         self._warned_full = False
@@ -112,24 +112,20 @@ class Router:
         self._freed_ids: list[Any] = []  # jobs that left active, freeing a key's slot
         self._wake_all = False
 
-    def refresh_types(self, *, discover: bool) -> None:
-        """Take the types the listener processes now; with ``discover`` (the stream is up),
-        read back the stored future jobs of those processed since it started."""
-        self.types = self._listener.push_types()
-        new = self.types - self._discovered
-        if discover and new:
-            self._discovered |= new
-            self._incomplete |= new
-            self._discover(sorted(new))
+    @property
+    def types(self) -> frozenset[str]:
+        """The types processed here (as of the watcher's last step)."""
+        return self.watched.current
 
     def resync(self) -> None:
         """After a start from now (first connect, or a lost token): events before it were
         never seen, so every processed type polls once and future jobs are read back."""
-        types = sorted(self.types)
-        for type in types:
-            self._listener.push_due(type, 0)
-        self._discovered = set(types)
-        self._incomplete = set(types)
+        self._incomplete = set(self.types)
+        self.watched.resync()
+
+    def _discover_all(self, types: Sequence[str]) -> None:
+        """Read back the future jobs of ``types``: none may be among the timers yet."""
+        self._incomplete.update(types)
         self._discover(types)
 
     def take(self, op: object, event: Mapping[str, Any]) -> None:

@@ -10,17 +10,15 @@ wires it to a MongoDB collection. The pipeline and the rules it follows are in
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pymongo.errors import PyMongoError
 from tenacity import RetryCallState, retry_if_exception
 
 from durabl.model.clock import Clock
 from durabl.model.exceptions import DurablError
-from durabl.model.reports import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.mongo.changestream import (
     THREAD_NAME,
@@ -37,7 +35,7 @@ from durabl.stores.mongo.changestream import (
 )
 from durabl.stores.mongo.retry import reason as one_line
 from durabl.stores.mongo.routing import Router, TimerQueue
-from durabl.stores.push import WatcherThread, reconnecting
+from durabl.stores.push import PushState, WatcherThread, close_quietly, reconnecting
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +44,7 @@ class _Stopped(Exception):
     """The watcher is stopping: end the reconnect loop without falling back."""
 
 
-# -- the watcher --------------------------------------------------------------------------------
-State = Literal["idle", "connecting", "push", "reconnecting", "fallback", "closed"]
-
-
-class Watcher:
+class Watcher(PushState):
     """Reads a change stream and wakes the processors it concerns.
 
     Every dependency is injected, so tests drive it step by step with a fake clock and a
@@ -75,7 +69,6 @@ class Watcher:
     ) -> None:
         self.settings = settings or PushSettings()
         self._open_stream = open_stream
-        self._listener = listener
         self._clock = clock
         self._routes = Router(
             listener,
@@ -86,22 +79,16 @@ class Watcher:
             next_run_at=next_run_at,
             waiting=waiting,
         )
-        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
+        # States: idle, connecting, push, reconnecting, fallback, closed.
+        thread = WatcherThread(THREAD_NAME, self.run, self.close)
+        super().__init__(listener, thread, "the watcher has not started")
         self._sleep: Callable[[float], object] = sleep or self._thread.stopping.wait
-        self._lock = threading.Lock()  # the state and its reason
-        self._state: State = "idle"
-        self._reason = "the watcher has not started"
         # Stream position.
         self._stream: ChangeStreamLike | None = None
         self._token: Token | None = None
         self._start_after: Token | None = None
-        self._attempt = 0
         self._last_kind: ErrorKind = "fatal"
-        self._connected_once = False
         self._idle = False
-        # Counters for status().
-        self.notifications = 0
-        self.reconnects = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,21 +130,7 @@ class Watcher:
         self._emit("changestream-closed", reason="fallback" if fell_back else "shutdown")
 
     def status(self) -> PushStatus:
-        with self._lock:
-            state, reason = self._state, self._reason
-        pickup: PickupMode = "push" if state == "push" else "poll"
-        details = {
-            "state": state,
-            "timers": len(self.timers),
-            "timers_dropped": self.timers.dropped,
-            "notifications": self.notifications,
-            "reconnects": self.reconnects,
-        }
-        return PushStatus(pickup, reason, details)
-
-    @property
-    def state(self) -> State:
-        return self._state
+        return self.push_status(timers=len(self.timers), timers_dropped=self.timers.dropped)
 
     @property
     def resume_token(self) -> Token | None:
@@ -174,7 +147,7 @@ class Watcher:
         window has passed and fire due timers. False once stopped or fallen back."""
         if self._state in ("fallback", "closed") or self._stopping():
             return False
-        self._routes.refresh_types(discover=self._state == "push")
+        self._routes.watched.refresh(read_back=self._state == "push")
         if self._stream is None:
             self._idle = False
             if not self._connect():
@@ -196,9 +169,6 @@ class Watcher:
         self._routes.take(op, event)
 
     # -- reading --------------------------------------------------------------------------
-    def _stopping(self) -> bool:
-        return self._thread.stopping.is_set() or self._listener.push_closing()
-
     def _read_one(self) -> None:
         stream = self._stream
         assert stream is not None
@@ -244,17 +214,13 @@ class Watcher:
 
     # -- connecting -----------------------------------------------------------------------
     def _connect(self) -> bool:
-        self._set_state(
-            "reconnecting" if self._connected_once else "connecting",
-            self._reason if self._connected_once else "connecting the change stream",
-        )
+        self._connecting("connecting the change stream")
         retrying = reconnecting(
             self.settings,
             give_up=self._give_up,
             retry=retry_if_exception(self._worth_retrying),
-            pause=self._pause,
+            pause=self._sleep,
         )
-        self._attempt = 0
         try:
             stream, first, fresh = retrying(self._open_once)
         except _Stopped:
@@ -275,12 +241,7 @@ class Watcher:
         token = stream.resume_token
         if token is not None:
             self._token = token
-        if self._connected_once:
-            self.reconnects += 1
-        self._connected_once = True
-        self._set_state("push", "change stream connected")
-        self._emit("changestream-connected", resumed=not fresh, attempts=self._attempt)
-        self._listener.push_mode("push", "change stream connected")
+        self._connected("change stream connected", resumed=not fresh)
         if fresh:
             self._routes.resync()
         if first is not None:
@@ -301,7 +262,7 @@ class Watcher:
             first = stream.try_next()  # one round trip proves the stream works
         except PyMongoError as exc:
             if stream is not None:
-                _close_quietly(stream)
+                close_quietly(stream.close, "the change stream", logger)
             kind = classify(exc)
             if kind == "token-lost":
                 if fresh:
@@ -315,9 +276,6 @@ class Watcher:
         if token is not None:
             self._token = token
         return stream, first, fresh
-
-    def _pause(self, seconds: float) -> None:
-        self._sleep(seconds)
 
     def _give_up(self, state: RetryCallState) -> bool:
         return state.attempt_number >= self.settings.max_retries or self._stopping()
@@ -336,14 +294,9 @@ class Watcher:
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
-            _close_quietly(stream)
+            close_quietly(stream.close, "the change stream", logger)
 
     # -- reporting ------------------------------------------------------------------------
-    def _set_state(self, state: State, reason: str) -> None:
-        with self._lock:
-            self._state = state
-            self._reason = reason
-
     def _report_error(self, exc: BaseException, attempt: int, kind: str | None = None) -> None:
         if kind is None:
             if isinstance(exc, ChangeStreamInvalidated):
@@ -366,13 +319,3 @@ class Watcher:
             attempt=attempt,
             max_attempts=self.settings.max_retries,
         )
-
-    def _emit(self, name: str, *, error: BaseException | None = None, **extra: Any) -> None:
-        self._listener.emit(JobEvent(name, error=error, extra=extra))
-
-
-def _close_quietly(stream: ChangeStreamLike) -> None:
-    try:
-        stream.close()
-    except Exception as exc:  # closing a broken cursor may fail: it is gone either way
-        logger.debug("closing the change stream failed: %s", exc)

@@ -14,14 +14,13 @@ from psycopg import Cursor
 from psycopg.errors import UniqueViolation
 from psycopg.rows import DictRow
 
-from durabl.model import activity
+from durabl.model.activity import ActivityWindow
 from durabl.model.clock import SYSTEM_CLOCK, Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.flow import LimitedTypes, RateLimit
-from durabl.model.job import Job, JobFilter, JobHandle
+from durabl.model.job import STATUSES, Job, JobFilter, JobHandle
 from durabl.model.options import DEFAULT_POLL_INTERVAL, MAX_LOG_ENTRIES, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.reports import QueueStats
 from durabl.model.rules import JobPage
 from durabl.model.tagged_json import encode_payload
 from durabl.stores import base, push
@@ -41,6 +40,7 @@ from durabl.stores.postgres.listener import ListenSettings, NotifyListener
 from durabl.stores.postgres.queries import order_by
 from durabl.stores.postgres.sql import Queries
 from durabl.stores.sql import rates
+from durabl.stores.sql.reads import Reading, default_order, where_clause
 from durabl.stores.sql.store import SqlStore
 from durabl.stores.sql.writes import COMPLETION, LogBatches
 
@@ -156,6 +156,7 @@ class PostgresJobQueue(SqlStore[Tx]):
             max_size=pool_max_size,
         )
         self.sql = Queries.for_tables(self.tables.names())
+        self.filter_sql = reads.filter_sql(self.sql)
         #: The types with a rate limit: a claim of another type reads no window.
         self._limited = LimitedTypes((clock or SYSTEM_CLOCK).monotonic)
         self._started = False
@@ -442,19 +443,16 @@ class PostgresJobQueue(SqlStore[Tx]):
         }
 
     # -- reads ----------------------------------------------------------------------------
-    def _where(self, filters: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
-        return reads.filters(filters, self.sql, newest)
-
     def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
         """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
         walked = page.newest is not None
-        where, params = reads.filters(filters, self.sql, page.newest, walked=walked)
-        source = reads.walk_source(filters, self.sql) if walked else None
+        where, params = where_clause(filters, self.filter_sql, page.newest, walked=walked)
+        source = reads.walk_source(filters, self.sql, self.filter_sql) if walked else None
         order = page.order
         if order is not None:
             by = order_by(order.field, order.descending, filters.status)
         else:
-            by = reads.default_order(filters)
+            by = default_order(filters, self.filter_sql)
         values = {**params, "limit": page.limit or None, "offset": page.offset}
         return self.sql.listing(self.sql.list_jobs, where, by, source), values
 
@@ -463,28 +461,13 @@ class PostgresJobQueue(SqlStore[Tx]):
         statement = self.sql.prune
         return self._run("prune", lambda cur: cur.execute(statement, params).rowcount, single=True)
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
-        params = {"type": type, "now": self._now_param()}
-        return self._run("get_stats", lambda cur: reads.stats(cur, self.sql, params), write=False)
+    # Arrays of every type at once (unnest), where SQLite writes a term per type.
+    def _types_stats(self, types: Sequence[str], now: Any) -> tuple[str, str, dict[str, Any]]:
+        params = {"types": list(types), "statuses": list(STATUSES), "now": now}
+        return self.sql.stats_by_type_counts, self.sql.stats_by_type_oldest, params
 
-    def stats_by_type(self) -> dict[str, QueueStats]:
-        now = self._now_param()
-        return self._run(
-            "stats_by_type", lambda cur: reads.stats_by_type(cur, self.sql, now), write=False
-        )
+    def _activity_counts(self, window: ActivityWindow, types: Sequence[str]) -> Reading:
+        return self.sql.activity_counts, reads.activity_params(window, types)
 
-    def find_activity(
-        self, window: activity.ActivityWindow, types: tuple[str, ...]
-    ) -> activity.ActivityRead:
-        return self._run(
-            "read_activity",
-            lambda cur: reads.activity_read(cur, self.sql, window, types),
-            write=False,
-        )
-
-    def job_types(self) -> list[str]:
-        statement = self.sql.job_types
-        rows = self._run(
-            "job_types", lambda cur: cur.execute(statement, {}).fetchall(), write=False, single=True
-        )
-        return [row["type"] for row in rows]
+    def _activity_candidates(self, window: ActivityWindow, types: Sequence[str]) -> Reading:
+        return self.sql.activity_candidates, reads.activity_params(window, types)

@@ -32,21 +32,19 @@ from __future__ import annotations
 import logging
 import select
 import socket
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from tenacity import RetryCallState, retry_if_exception_type
 
-from durabl.model.reports import JobEvent, PickupMode
 from durabl.stores.base import PushListener, PushStatus
 from durabl.stores.postgres.connection import one_line
-from durabl.stores.push import WatcherThread, reconnecting
+from durabl.stores.push import PushState, WatchedTypes, WatcherThread, close_quietly, reconnecting
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +55,6 @@ Connect = Callable[[], "psycopg.Connection[Any]"]
 """Opens a new autocommit connection for the listener (never a pooled one)."""
 NextDue = Callable[[Sequence[str]], Mapping[str, float]]
 """``next_due(types)``: seconds until the earliest future ``run_at`` of each type that has one."""
-State = Literal["idle", "connecting", "push", "reconnecting", "closed"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ class _Stopped(Exception):
     """The listener is stopping: end the reconnect loop."""
 
 
-class NotifyListener:
+class NotifyListener(PushState):
     """Waits for the store's notifications and wakes the processors they concern.
 
     The connection, the read-back of future jobs and the clock are injected; :meth:`step`
@@ -129,27 +126,19 @@ class NotifyListener:
         self.channel = channel
         self.where = where
         self._connect_fn = connect
-        self._listener = listener
         self._next_due = next_due
         self._monotonic = monotonic
-        self._thread = WatcherThread(THREAD_NAME, self.run, self.close)
-        self._lock = threading.Lock()  # the state and its reason
+        # States: idle, connecting, push, reconnecting, closed.
+        thread = WatcherThread(THREAD_NAME, self.run, self.close)
+        super().__init__(listener, thread, "the listener has not started", {"store": "postgres"})
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._conn: psycopg.Connection[Any] | None = None
-        self._state: State = "idle"
-        self._reason = "the listener has not started"
-        self._connected_once = False
-        self._attempt = 0
         self._last_activity = 0.0
-        self._types: frozenset[str] = frozenset()
-        self._discovered: set[str] = set()
+        self._types = WatchedTypes(listener, self.discover)
         #: The nearest known future ``run_at`` of each type, on the monotonic clock.
         self.timers: dict[str, float] = {}
-        # Counters for status() and tests.
-        self.notifications = 0
-        self.reconnects = 0
         self.backend_pid: int | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -191,43 +180,26 @@ class NotifyListener:
         self._emit("changestream-closed", reason="shutdown")
 
     def status(self) -> PushStatus:
-        with self._lock:
-            state, reason = self._state, self._reason
-        if state == "push" and self._thread.life() == "ended":
-            state, reason = "closed", "the listener thread is not running"
-        pickup: PickupMode = "push" if state == "push" else "poll"
-        details = {
-            "state": state,
-            "channel": self.channel,
-            "notifications": self.notifications,
-            "reconnects": self.reconnects,
-            "timers": len(self.timers),
-            "backend_pid": self.backend_pid,
-        }
-        return PushStatus(pickup, reason, details)
-
-    @property
-    def state(self) -> State:
-        return self._state
+        return self.push_status(
+            closed_if_ended=True,
+            channel=self.channel,
+            timers=len(self.timers),
+            backend_pid=self.backend_pid,
+        )
 
     # -- connecting -----------------------------------------------------------------------
     def connect(self) -> bool:
         """Open the connection and LISTEN, retrying with backoff until it works (True) or
         the listener stops (False). Then every processed type polls once: notifications
         sent before the LISTEN (or while the connection was down) were never seen."""
-        reconnect = self._connected_once
-        self._set_state(
-            "reconnecting" if reconnect else "connecting",
-            self._reason if reconnect else "connecting the PostgreSQL listener",
-        )
+        self._connecting("connecting the PostgreSQL listener")
         retrying = reconnecting(
             self.settings,
-            give_up=self._give_up,
+            give_up=lambda _: self._stopping(),
             retry=retry_if_exception_type(psycopg.Error),
-            pause=self._pause,
+            pause=self._thread.stopping.wait,
             before_sleep=self._log_retry,
         )
-        self._attempt = 0
         try:
             conn = retrying(self._open_once)
         except (_Stopped, psycopg.Error):  # psycopg.Error only once stopping
@@ -235,14 +207,15 @@ class NotifyListener:
         self._conn = conn
         self.backend_pid = conn.info.backend_pid
         self._last_activity = self._monotonic()
-        if reconnect:
-            self.reconnects += 1
+        if self._connected_once:
             logger.info("the PostgreSQL listener%s listens again", self._at())
-        self._connected_once = True
-        self._set_state("push", f"listening on channel {self.channel!r}")
-        self._emit("changestream-connected", resumed=False, attempts=self._attempt)
-        self._listener.push_mode("push", f"LISTEN on channel {self.channel!r}")
-        self._resync()
+        reason, mode_reason = (
+            f"listening on channel {self.channel!r}",
+            f"LISTEN on channel {self.channel!r}",
+        )
+        self._connected(reason, resumed=False, mode_reason=mode_reason)
+        self._types.refresh(read_back=False)
+        self._types.resync()
         return True
 
     def _open_once(self) -> psycopg.Connection[Any]:
@@ -253,15 +226,9 @@ class NotifyListener:
         try:
             conn.execute(listen_statement(self.channel))
         except BaseException:
-            _close_quietly(conn)
+            close_quietly(conn.close, "the listener connection", logger)
             raise
         return conn
-
-    def _pause(self, seconds: float) -> None:
-        self._thread.stopping.wait(seconds)
-
-    def _give_up(self, state: RetryCallState) -> bool:
-        return self._stopping()
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -275,14 +242,6 @@ class NotifyListener:
         if exc is not None:
             self._emit("changestream-error", error=exc, kind="connect", attempt=self._attempt)
 
-    def _resync(self) -> None:
-        types = sorted(self._listener.push_types())
-        self._types = frozenset(types)
-        for type in types:
-            self._listener.push_due(type, 0)
-        self._discovered = set(types)
-        self.discover(types)
-
     # -- one step -------------------------------------------------------------------------
     def step(self) -> None:
         """Fire due timers, wait (up to ``max_wait``, the next timer or the next ping) for
@@ -291,7 +250,7 @@ class NotifyListener:
         conn = self._conn
         if conn is None:
             return
-        self._refresh_types()
+        self._types.refresh()
         self._fire_timers()
         now = self._monotonic()
         wait = min(self.settings.max_wait, self._last_activity + self.settings.ping_interval - now)
@@ -321,10 +280,10 @@ class NotifyListener:
         self.notifications += 1
         type, delay = parse_payload(payload)
         if type is None:
-            for each in self._types:
+            for each in self._types.current:
                 due[each] += 0  # present with no count: poll every free slot
             return
-        if type not in self._types:
+        if type not in self._types.current:
             return
         if delay <= 0:
             due[type] += 1
@@ -352,16 +311,6 @@ class NotifyListener:
             self.schedule(type, now + max(seconds, 0.0))
 
     # -- internals ------------------------------------------------------------------------
-    def _stopping(self) -> bool:
-        return self._thread.stopping.is_set() or self._listener.push_closing()
-
-    def _refresh_types(self) -> None:
-        self._types = self._listener.push_types()
-        new = self._types - self._discovered
-        if new:  # processed since the listener connected: read back their future jobs
-            self._discovered |= new
-            self.discover(sorted(new))
-
     def _receive(self, conn: psycopg.Connection[Any]) -> None:
         """Route every notification that has arrived, one wake-up per type."""
         due: Counter[str] = Counter()
@@ -378,9 +327,9 @@ class NotifyListener:
         fired = sorted(t for t, at in self.timers.items() if at <= now)
         for type in fired:
             del self.timers[type]
-            if type in self._types:
+            if type in self._types.current:
                 self._listener.push_due(type, 0)
-        self.discover([t for t in fired if t in self._types])
+        self.discover([t for t in fired if t in self._types.current])
 
     def _drain_wake(self) -> None:
         try:
@@ -408,22 +357,7 @@ class NotifyListener:
         conn, self._conn = self._conn, None
         self.backend_pid = None
         if conn is not None:
-            _close_quietly(conn)
+            close_quietly(conn.close, "the listener connection", logger)
 
     def _at(self) -> str:
         return f" at {self.where}" if self.where else ""
-
-    def _set_state(self, state: State, reason: str) -> None:
-        with self._lock:
-            self._state = state
-            self._reason = reason
-
-    def _emit(self, name: str, *, error: BaseException | None = None, **extra: Any) -> None:
-        self._listener.emit(JobEvent(name, error=error, extra={"store": "postgres", **extra}))
-
-
-def _close_quietly(conn: psycopg.Connection[Any]) -> None:
-    try:
-        conn.close()
-    except Exception as exc:  # closing a broken connection may fail: it is gone either way
-        logger.debug("closing the listener connection failed: %s", exc)

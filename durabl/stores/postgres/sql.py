@@ -432,13 +432,7 @@ class Queries(Statements):
     trim_logs: str
     prune: str
     list_jobs: str
-    stats_counts: str
-    stats_counts_of_type: str
-    stats_oldest: str
-    stats_oldest_of_type: str
-    job_types: str
     stats_by_type_counts: str
-    stats_by_type_kinds: str
     stats_by_type_oldest: str
     activity_counts: str
     activity_candidates: str

@@ -140,6 +140,17 @@ class Statements:
     get_job: str
     #: (type, key) -> row: a job of the type holds the key in any slot.
     has_outstanding: str
+    #: -> rows(type): every type, in code point order.
+    job_types: str
+    #: (now, s0 ... the statuses) -> rows(status, failure_kind, n): jobs per status (its
+    #: rows summed), failed ones per kind; and ``_of_type`` (type): of one type.
+    stats_counts: str
+    stats_counts_of_type: str
+    #: (now) -> row(oldest, now): the oldest due pending job's run_at, and ``now``.
+    stats_oldest: str
+    stats_oldest_of_type: str
+    #: -> rows(type, failure_kind, n): failed jobs per type and kind.
+    stats_by_type_kinds: str
 
     # -- rate limits ----------------------------------------------------------------------
     #: (type, limit, per): store a type's limit (``per`` in ms).

@@ -18,22 +18,22 @@ from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import RateLimit
 from durabl.model.job import CancelOutcome, Job, JobFilter, JobHandle, handle_for
 from durabl.model.options import NewJob
-from durabl.model.rules import JobPage, enqueues_before_inline_run
+from durabl.model.rules import enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.sql import rates
+from durabl.stores.sql.reads import SqlReads
 from durabl.stores.sql.statements import C, selecting
-from durabl.stores.sql.writes import SqlWrites
 
 #: The order claimed rows are handed out in (a statement returns them in any order).
 claim_order = itemgetter("priority", "run_at", "seq")
 
 
-class SqlStore(SqlWrites[C]):
+class SqlStore(SqlReads[C]):
     """Every operation of a SQL store but the dialect's own (its connections, schema, push
-    pickup, reads no two databases write alike, and the hooks declared here and in
-    :class:`~durabl.stores.sql.writes.SqlWrites`)."""
+    pickup, and the hooks declared here, in :class:`~durabl.stores.sql.reads.SqlReads`
+    and in :class:`~durabl.stores.sql.writes.SqlWrites`)."""
 
     supports_journal = True
     supports_schedules = True
@@ -48,22 +48,6 @@ class SqlStore(SqlWrites[C]):
     @abstractmethod
     def _job(self, row: Any) -> Job[Any]:
         """The job a row of the job's columns holds, with the logs it carries (if any)."""
-
-    @abstractmethod
-    def _jobs(self, tx: C, rows: list[Any]) -> list[Job[Any]]:
-        """The jobs ``rows`` hold, with their logs."""
-
-    @abstractmethod
-    def _from_instant(self, value: Any) -> datetime:
-        """An instant column read back, as aware UTC."""
-
-    @abstractmethod
-    def _where(self, filters: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
-        """A listing filter's clause and its parameters (see :meth:`find_jobs`)."""
-
-    @abstractmethod
-    def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
-        """The SELECT of :meth:`find_jobs` (the job's columns) and its parameters."""
 
     @abstractmethod
     def _claim_batch(
@@ -325,39 +309,6 @@ class SqlStore(SqlWrites[C]):
             write=False,
             single=True,
         )
-
-    def get_job(self, job_id: str) -> Job[Any] | None:
-        statement = self.sql.get_job
-
-        def read(tx: C) -> Job[Any] | None:
-            row = tx.execute(statement, {"id": job_id}).fetchone()
-            return None if row is None else self._jobs(tx, [row])[0]
-
-        return self._run("get_job", read, write=False, single=True)
-
-    def find_jobs(self, filters: JobFilter, page: JobPage) -> list[Job[Any]]:
-        statement, params = self.listing_statement(filters, page)
-
-        def read(tx: C) -> list[Job[Any]]:
-            return self._jobs(tx, tx.execute(statement, params).fetchall())
-
-        return self._run("list_jobs", read, write=False, single=True)
-
-    def count_matching(
-        self, filters: JobFilter, *, at_most: int | None = None, newest: int | None = None
-    ) -> int:
-        where, params = self._where(filters, newest)
-        if at_most is None:
-            statement = selecting(self.sql.count_jobs, where)
-        else:
-            statement = selecting(self.sql.count_jobs_at_most, where)
-            params = {**params, "at_most": at_most}
-
-        def read(tx: C) -> int:
-            row = tx.execute(statement, params).fetchone()
-            return 0 if row is None else int(row["n"])
-
-        return self._run("count_jobs", read, write=False, single=True)
 
     # -- schedules ------------------------------------------------------------------------
     def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:

@@ -14,14 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-from durabl.model import activity
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds, to_seconds
 from durabl.model.exceptions import DurablError
-from durabl.model.job import Job, JobFilter, JobHandle
+from durabl.model.job import Job, JobHandle
 from durabl.model.options import DEFAULT_POLL_INTERVAL, NewJob
 from durabl.model.payload import to_millis
-from durabl.model.reports import QueueStats
-from durabl.model.rules import JobPage
 from durabl.stores import base
 from durabl.stores.base import Completion
 from durabl.stores.sql.store import SqlStore
@@ -305,11 +302,8 @@ class SqliteJobQueue(SqlStore[sqlite3.Connection]):
         }
 
     # -- reads ----------------------------------------------------------------------------
-    def _where(self, filters: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
-        return queries.filters(filters, newest)
-
-    def listing_statement(self, filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
-        return queries.listing_statement(filters, page)
+    filter_sql = queries.FILTERS
+    listing_statement = staticmethod(queries.listing_statement)
 
     def delete_finished(self, older_than: float, statuses: tuple[str, ...]) -> int:
         """One DELETE over the (status, finished_at) index; logs and receipts cascade."""
@@ -325,26 +319,8 @@ class SqliteJobQueue(SqlStore[sqlite3.Connection]):
             ),
         )
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
-        now = self.now()
-        return self._run("get_stats", lambda conn: queries.stats(conn, type, now), write=False)
-
-    def job_types(self) -> list[str]:
-        return self._run("job_types", queries.job_types, write=False)
-
-    def stats_by_type(self) -> dict[str, QueueStats]:
-        now = self.now()
-        return self._run(
-            "stats_by_type", lambda conn: queries.stats_by_type(conn, now), write=False
-        )
-
-    def find_activity(
-        self, window: activity.ActivityWindow, types: tuple[str, ...]
-    ) -> activity.ActivityRead:
-        """Two statements in one read transaction: the counts, then the candidates."""
-
-        def read(conn: sqlite3.Connection) -> activity.ActivityRead:
-            counts = queries.activity_counts(conn, window, types)
-            return activity.ActivityRead(counts, queries.activity_candidates(conn, window, types))
-
-        return self._run("read_activity", read, write=False)
+    # Integer-ms instants, and a statement term per type (no arrays): runs of 50 types.
+    types_per_statement = queries.TYPES_PER_STATEMENT
+    _types_stats = staticmethod(queries.types_stats)
+    _activity_counts = staticmethod(queries.activity_counts)
+    _activity_candidates = staticmethod(queries.activity_candidates)

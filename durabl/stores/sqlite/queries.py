@@ -1,30 +1,21 @@
-"""Read-only queries of the SQLite store: jobs with their logs, listings, counts, stats.
-
-Each function runs inside a transaction the caller opened, so what it reads is one
-consistent snapshot.
-"""
+"""The SQLite store's reads in its own SQL (the flow is :mod:`durabl.stores.sql.reads`):
+a job's logs, the listing filter's parts and SELECT, the stats' and overview's statements.
+Here: integer-ms instants, INDEXED BY where the planner, without statistics, errs."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from durabl.model import activity
 from durabl.model.job import STATUSES, Job, JobFilter, LogEntry
-from durabl.model.reports import QueueStats
-from durabl.model.rules import (
-    JobPage,
-    lists_by_finish,
-    prefix_upper_bound,
-    served_by_index,
-    stats_from_counts,
-)
-from durabl.stores.sql.rows import wait_candidate
+from durabl.model.rules import JobPage, served_by_index
+from durabl.stores.sql.reads import STATUS_PARAMS, FilterSql, Reading, default_order, where_clause
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
 
+Params = dict[str, Any]
 JOBS = JOBS_TABLE
 LOGS = LOGS_TABLE
 RECEIPTS = RECEIPTS_TABLE
@@ -81,42 +72,12 @@ def jobs_from_rows(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[Jo
     return [codec.to_job(row, logs.get(row["id"], ())) for row in rows]
 
 
-def filters(selection: JobFilter, newest: int | None = None) -> tuple[str, dict[str, Any]]:
-    """A WHERE clause and its parameters. ``search`` is a prefix of the job id or of the
-    dedupe key, or text in the failure reason, compared byte for byte (case-sensitive, no
-    wildcards); ``newest``: only among that many of the first jobs of the list in its own
-    order (a walk of the list's index: no search probes, no sort of the whole list)."""
-    params: dict[str, Any] = selection.equal_fields()
-    clauses = [f"{name} = :{name}" for name in params]  # names from JobFilter, not input
-    if selection.status is not None:
+def _equal(name: str, value: str) -> str:
+    if name == "status":
         # The status as a literal (one of STATUSES, never other text), so the planner can
         # prove a partial index of one status (the pending jobs by due time) applies.
-        clauses[0] = f"status = '{status_literal(selection.status)}'"
-    for name, column, op, value in selection.ranges():
-        clauses.append(f"{column} {op} :{name}")
-        params[name] = codec.to_ms(value)
-    if newest is not None:
-        listed = " AND ".join(clauses) or "1"
-        clauses = [
-            f"seq IN (SELECT seq FROM {JOBS} WHERE {listed} "
-            f"ORDER BY {default_order(selection)} LIMIT :newest)"
-        ]
-        params["newest"] = newest
-    search = selection.search
-    if search:
-        prefix = search.encode("utf-8", "surrogatepass")
-        if newest is None:
-            clauses.append(_SEARCH_OF_STATUS if "status" in params else _SEARCH)
-        else:
-            clauses.append(_MATCHES)
-        bound = prefix_upper_bound(search)
-        params.update(
-            search_len=len(prefix),
-            search_bytes=prefix,
-            # No bound: byte 0xFF, which no UTF-8 text holds, sorts above every key.
-            search_hi=b"\xff" if bound is None else bound.encode("utf-8", "surrogatepass"),
-        )
-    return (" AND ".join(clauses) or "1"), params
+        return f"status = '{status_literal(value)}'"
+    return f"{name} = :{name}"  # names from JobFilter, not input
 
 
 def status_literal(status: str) -> str:
@@ -124,12 +85,6 @@ def status_literal(status: str) -> str:
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     return status
-
-
-def default_order(selection: JobFilter) -> str:
-    """A list's own order (:func:`~durabl.model.rules.lists_by_finish`), which an index
-    serves: ``durabl_status_finished`` read backwards, or the jobs' own key."""
-    return "finished_at DESC, seq DESC" if lists_by_finish(selection) else "seq DESC"
 
 
 # A key starts with the search exactly when its UTF-8 bytes start with the search's: no
@@ -158,24 +113,42 @@ _MATCHES = (
 )
 
 
-def listing_statement(selection: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
+FILTERS = FilterSql(
+    equal=_equal,
+    bound="{column} {op} :{name}",
+    instant=codec.to_ms,  # integer-ms instants
+    by_finish="finished_at DESC, seq DESC",  # durabl_status_finished read backwards
+    newest_first="seq DESC",
+    walk=f"seq IN (SELECT seq FROM {JOBS} WHERE {{listed}} ORDER BY {{own}} LIMIT :newest)",
+    # Every search has an upper bound here (see search_hi).
+    probes={(b, False): _SEARCH for b in (True, False)}
+    | {(b, True): _SEARCH_OF_STATUS for b in (True, False)},
+    row_matches=_MATCHES,
+    search_bytes=lambda search: search.encode("utf-8", "surrogatepass"),
+    # No bound: byte 0xFF, which no UTF-8 text holds, sorts above every key.
+    search_hi=lambda bound: b"\xff" if bound is None else bound.encode("utf-8", "surrogatepass"),
+)
+"""SQLite's listing filter: integer-ms instants, byte comparisons of BLOB casts."""
+
+
+def listing_statement(filters: JobFilter, page: JobPage) -> tuple[str, dict[str, Any]]:
     """The SELECT of ``find_jobs`` and its parameters (the query-plan tests read it)."""
-    where, params = filters(selection, page.newest)
+    where, params = where_clause(filters, FILTERS, page.newest)
     params.update(limit=sql_limit(page.limit), offset=page.offset)
     sort = page.order
     window = "LIMIT :limit OFFSET :offset"
     if sort is None:
-        order = default_order(selection)
+        order = default_order(filters, FILTERS)
     else:  # the field is one of JOB_ORDER_FIELDS, never user text; NULL sorts lowest
         order = f"{sort.field} {'DESC' if sort.descending else 'ASC'}, seq DESC"
-    if sort is None or (page.newest is None and served_by_index(selection.status, sort.field)):
+    if sort is None or (page.newest is None and served_by_index(filters.status, sort.field)):
         # An index is read in this order (for a sort, INDEXED_ORDERS: ties, rare at
         # millisecond times, are sorted among themselves): rows are read for the page only.
         # Without statistics the planner prefers an equality on status and a sort of the
         # whole list to a scan of the pending jobs' due-time index: name it, unless a type
         # (durabl_type_status is read in due-time order) or a search (its probes) selects.
         index = ""
-        if sort is not None and sort.field == "run_at" and not (selection.type or selection.search):
+        if sort is not None and sort.field == "run_at" and not (filters.type or filters.search):
             index = " INDEXED BY durabl_pending_run_at"
         statement = (
             f"SELECT {JOB_COLUMNS} FROM {JOBS}{index} WHERE {where} ORDER BY {order} {window}"
@@ -191,148 +164,107 @@ def listing_statement(selection: JobFilter, page: JobPage) -> tuple[str, dict[st
     return statement, params
 
 
-def stats(conn: sqlite3.Connection, type: str | None, now: datetime) -> QueueStats:
-    scope = "" if type is None else " AND type = :type"
-    params: dict[str, Any] = {"type": type, "now": codec.to_ms(now)}
-    # A range count per status walks the index once, with no grouping to do: about half
-    # the time of one GROUP BY status over a million jobs.
-    params.update({f"s{n}": status for n, status in enumerate(STATUSES)})
+# -- stats: the statements of SqlReads.get_stats and stats_by_type -------------------------
+def _counts(scope: str) -> str:
+    # A range count per status (no grouping: half the time of a GROUP BY status at 1M).
     ranges = " UNION ALL ".join(
-        f"SELECT :s{n}, count(*) FROM {JOBS} WHERE status = :s{n}{scope}"
-        for n in range(len(STATUSES))
+        f"SELECT :s{n} AS status, NULL AS failure_kind, count(*) AS n FROM {JOBS} "
+        f"WHERE status = :s{n}{scope}"
+        for n, status in enumerate(STATUSES)
+        if status != "failed"
     )
-    counts = {status: n for status, n in conn.execute(ranges, params) if n}
-    # The indexes named: without statistics the planner reads each failed or pending job's
-    # row through durabl_status_finished instead (70 ms each at a million jobs).
-    by_kind = dict(
-        conn.execute(
-            f"SELECT failure_kind, count(*) FROM {JOBS} INDEXED BY durabl_failed_kind "
-            f"WHERE status = 'failed'{scope} GROUP BY failure_kind",
-            params,
-        )
+    # Indexes named: without statistics the planner reads the rows (70 ms a read at 1M).
+    return (
+        f"{ranges} UNION ALL SELECT 'failed' AS status, failure_kind, count(*) AS n "
+        f"FROM {JOBS} INDEXED BY durabl_failed_kind WHERE status = 'failed'{scope} "
+        "GROUP BY failure_kind"
     )
-    due = "durabl_type_status" if type is not None else "durabl_pending_run_at"
-    oldest_ms = conn.execute(
-        f"SELECT min(run_at) FROM {JOBS} INDEXED BY {due} "
-        f"WHERE status = 'pending' AND run_at <= :now{scope}",
-        params,
-    ).fetchone()[0]
-    oldest = codec.from_ms(oldest_ms) if oldest_ms is not None else None
-    return stats_from_counts(counts, by_kind, oldest, now)
 
 
-def job_types(conn: sqlite3.Connection) -> list[str]:
-    """Every type, in code point order: one probe of ``durabl_type_status`` per type (the
-    least type above the last), not a read of every job's entry."""
-    rows = conn.execute(
+def _oldest(due_index: str, scope: str) -> str:
+    return (
+        f"SELECT min(run_at) AS oldest, :now AS now FROM {JOBS} INDEXED BY {due_index} "
+        f"WHERE status = 'pending' AND run_at <= :now{scope}"
+    )
+
+
+_OF_TYPE = " AND type = :type"
+READS = {
+    # One probe of durabl_type_status per type (the least type above the last), not a
+    # read of every job's entry.
+    "job_types": (
         f"WITH RECURSIVE seen(type) AS (SELECT min(type) FROM {JOBS} UNION ALL "
         f"SELECT (SELECT min(type) FROM {JOBS} WHERE type > seen.type) FROM seen "
         "WHERE seen.type IS NOT NULL) SELECT type FROM seen WHERE type IS NOT NULL"
-    )
-    return [row[0] for row in rows]
+    ),
+    "stats_counts": _counts(""),
+    "stats_counts_of_type": _counts(_OF_TYPE),
+    "stats_oldest": _oldest("durabl_pending_run_at", ""),
+    "stats_oldest_of_type": _oldest("durabl_type_status", _OF_TYPE),
+    "stats_by_type_kinds": (
+        f"SELECT type, failure_kind, count(*) AS n FROM {JOBS} INDEXED BY durabl_failed_kind "
+        "WHERE status = 'failed' GROUP BY type, failure_kind"
+    ),
+}
+"""The reads of :class:`~durabl.stores.sql.statements.Statements` written in SQLite's SQL."""
+
+#: Types per statement of UNION ALL terms: well under SQLite's 500 terms of a compound select.
+TYPES_PER_STATEMENT = 50
 
 
-# Types per statement of UNION ALL terms: well under SQLite's 500 terms of a compound select.
-_TYPES_PER_STATEMENT = 50
+def _of_types(types: Sequence[str], window: activity.ActivityWindow | None = None) -> Params:
+    """The types as parameters ``t0``, ``t1`` ... (and the window's bounds, in ms)."""
+    params: Params = {f"t{n}": t for n, t in enumerate(types)}
+    if window is not None:
+        params.update(since=codec.to_ms(window.since), until=codec.to_ms(window.until))
+    return params
 
 
-def _chunks(types: Sequence[str]) -> list[Sequence[str]]:
-    return [types[n : n + _TYPES_PER_STATEMENT] for n in range(0, len(types), _TYPES_PER_STATEMENT)]
-
-
-def stats_by_type(conn: sqlite3.Connection, now: datetime) -> dict[str, QueueStats]:
-    """:func:`stats` of every type: a range count per (type, status) over
-    ``durabl_type_status`` (one walk of the index, no grouping), failed jobs by type and
-    kind, and each type's oldest due pending job (one index probe per type); three
-    statements for up to 50 types."""
-    types = job_types(conn)
-    stats: dict[str, QueueStats] = {}
-    kinds: dict[str, dict[str, int]] = {t: {} for t in types}
-    if types:
-        for job_type, kind, n in conn.execute(
-            f"SELECT type, failure_kind, count(*) FROM {JOBS} INDEXED BY durabl_failed_kind "
-            "WHERE status = 'failed' GROUP BY type, failure_kind"
-        ):
-            kinds.setdefault(job_type, {})[kind] = n
-    for chunk in _chunks(types):
-        stats.update(_stats_of(conn, chunk, kinds, now))
-    return stats
-
-
-def _stats_of(
-    conn: sqlite3.Connection,
-    types: Sequence[str],
-    kinds: dict[str, dict[str, int]],
-    now: datetime,
-) -> dict[str, QueueStats]:
-    params: dict[str, Any] = {f"t{n}": t for n, t in enumerate(types)}
-    params.update({f"s{n}": s for n, s in enumerate(STATUSES)})
-    params["now"] = codec.to_ms(now)
-    counts: dict[str, dict[str, int]] = {t: {} for t in types}
-    ranges = " UNION ALL ".join(
-        f"SELECT :t{i}, :s{j}, count(*) FROM {JOBS} WHERE type = :t{i} AND status = :s{j}"
+def types_stats(types: Sequence[str], now: int) -> tuple[str, str, Params]:
+    """A range count per (type, status) over ``durabl_type_status`` (one walk of the
+    index, no grouping), and each type's oldest due pending job (one probe per type)."""
+    params = {**_of_types(types), **STATUS_PARAMS, "now": now}
+    counting = " UNION ALL ".join(
+        f"SELECT :t{i} AS type, :s{j} AS status, count(*) AS n FROM {JOBS} "
+        f"WHERE type = :t{i} AND status = :s{j}"
         for i in range(len(types))
         for j in range(len(STATUSES))
     )
-    for job_type, status, n in conn.execute(ranges, params):
-        if n:
-            counts[job_type][status] = n
     oldest = " UNION ALL ".join(
-        f"SELECT :t{i}, min(run_at) FROM {JOBS} "
+        f"SELECT :t{i} AS type, min(run_at) AS oldest, :now AS now FROM {JOBS} "
         f"WHERE type = :t{i} AND status = 'pending' AND run_at <= :now"
         for i in range(len(types))
     )
-    due = {job_type: ms for job_type, ms in conn.execute(oldest, params)}
-    return {
-        t: stats_from_counts(
-            counts[t], kinds[t], None if due.get(t) is None else codec.from_ms(due[t]), now
-        )
-        for t in types
-    }
+    return counting, oldest, params
 
 
+# -- the admin's overview (durabl.model.activity) ------------------------------------------
 _CANDIDATE_COLUMNS = "type, status, run_at, created_at, updated_at, heartbeat_at, attempt_history"
 
 
-def activity_counts(
-    conn: sqlite3.Connection, window: activity.ActivityWindow, types: Sequence[str]
-) -> dict[tuple[str, str, int], int]:
-    """Completed and failed jobs of ``types`` per (type, status, bucket) of ``window``,
-    by ``finished_at``: a range of ``durabl_status_finished`` per status."""
+def activity_counts(window: activity.ActivityWindow, types: Sequence[str]) -> Reading:
+    """Completed and failed jobs per (type, status, bucket), by ``finished_at``: a range
+    of ``durabl_status_finished`` per status."""
     marks = ", ".join(f":t{n}" for n in range(len(types)))
-    params: dict[str, Any] = {f"t{n}": t for n, t in enumerate(types)}
-    params.update(since=codec.to_ms(window.since), until=codec.to_ms(window.until))
-    params["width"] = window.width_ms
+    params = {**_of_types(types, window), "width": window.width_ms}
     statuses = ", ".join(f"'{s}'" for s in activity.COUNTED_STATUSES)  # constants, not input
-    rows = conn.execute(
-        f"SELECT type, status, (finished_at - :since) / :width, count(*) FROM {JOBS} "
-        f"WHERE status IN ({statuses}) AND finished_at >= :since AND finished_at < :until "
-        f"AND type IN ({marks}) GROUP BY 1, 2, 3",
-        params,
+    statement = (
+        f"SELECT type, status, (finished_at - :since) / :width AS bucket, count(*) AS n "
+        f"FROM {JOBS} WHERE status IN ({statuses}) AND finished_at >= :since "
+        f"AND finished_at < :until AND type IN ({marks}) GROUP BY 1, 2, 3"
     )
-    return {(t, s, b): n for t, s, b, n in rows}
+    return statement, params
 
 
-def activity_candidates(
-    conn: sqlite3.Connection, window: activity.ActivityWindow, types: Sequence[str]
-) -> tuple[activity.WaitCandidate, ...]:
-    """The jobs of ``types`` that may have waited across a bucket's end of ``window`` (see
-    :meth:`durabl.stores.base.Backend.read_activity`), in one statement for up to 50
-    types: the earliest due pending jobs of each type (``durabl_type_status``), the active
-    ones claimed in the window (``durabl_lease``) and the finished ones that span a
-    bucket's end (``durabl_status_finished``)."""
-    return tuple(job for chunk in _chunks(types) for job in _candidates_of(conn, window, chunk))
-
-
-def _candidates_of(
-    conn: sqlite3.Connection, window: activity.ActivityWindow, types: Sequence[str]
-) -> list[activity.WaitCandidate]:
+def activity_candidates(window: activity.ActivityWindow, types: Sequence[str]) -> Reading:
+    """The lag line's candidates of up to 50 types in one statement: the earliest due
+    pending jobs of each type (``durabl_type_status``), the active ones claimed in the
+    window (``durabl_lease``) and the finished ones that span a bucket's end
+    (``durabl_status_finished``)."""
     marks = ", ".join(f":t{n}" for n in range(len(types)))
-    params: dict[str, Any] = {f"t{n}": t for n, t in enumerate(types)}
     ends = window.ends
+    params = {**_of_types(types, window), "scan": activity.PENDING_SCAN}
     params.update({f"e{n}": codec.to_ms(end) for n, end in enumerate(ends)})
-    params.update(since=codec.to_ms(window.since), until=codec.to_ms(window.until))
-    params["scan"] = activity.PENDING_SCAN
     pending = [
         f"SELECT * FROM (SELECT {_CANDIDATE_COLUMNS} FROM {JOBS} WHERE type = :t{n} "
         "AND status = 'pending' AND run_at <= :until ORDER BY run_at, seq DESC LIMIT :scan)"
@@ -349,4 +281,4 @@ def _candidates_of(
             f"AND finished_at > :e0 AND type IN ({marks}) AND ({spans})",
         ]
     )
-    return [wait_candidate(row, codec.from_ms) for row in conn.execute(statement, params)]
+    return statement, params

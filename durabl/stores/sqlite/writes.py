@@ -21,7 +21,7 @@ from durabl.model.options import MAX_LOG_ENTRIES, NewJob
 from durabl.stores.sql.rows import new_job_params
 from durabl.stores.sql.statements import Statements
 from durabl.stores.sqlite import codec
-from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, RECEIPTS
+from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, READS, RECEIPTS
 from durabl.stores.sqlite.schema import RATE_LIMITS_TABLE, SCHEDULES_TABLE, WORKERS_TABLE
 
 FENCE = "id = :id AND claim_token = :token AND status = 'active'"
@@ -278,6 +278,7 @@ STATEMENTS = Statements(
     ),
     delete_worker=f"DELETE FROM {WORKERS_TABLE} WHERE id = :id",
     prune_workers=f"DELETE FROM {WORKERS_TABLE} WHERE last_seen < :before",
+    **READS,
 )
 
 
