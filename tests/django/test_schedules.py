@@ -105,24 +105,32 @@ def test_the_runner_starts_the_scheduler_unless_told_not_to(scheduler: bool) -> 
 def test_runworkers_runs_the_settings_schedules(tmp_path: Path) -> None:
     db, touched = tmp_path / "jobs.sqlite3", tmp_path / "touched"
     schedules = {"touch-often": {"type": "touch", "every": 1, "data": {"path": str(touched)}}}
-    proc = subprocess.Popen(
-        django_command("runworkers", "--type", "touch"),
-        cwd=ROOT,
-        env=django_env(
-            DURABL_TEST_URL=f"sqlite:///{db}", DURABL_TEST_SCHEDULES=json.dumps(schedules)
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # Its log goes to a file: a pipe nobody reads while the test waits could fill and
+    # block the process's logging, shutdown included.
+    log = tmp_path / "runworkers.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            django_command("runworkers", "--type", "touch"),
+            cwd=ROOT,
+            env=django_env(
+                DURABL_TEST_URL=f"sqlite:///{db}", DURABL_TEST_SCHEDULES=json.dumps(schedules)
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
     try:
-        assert wait_until(touched.exists, 30), proc.stderr
+        assert wait_until(touched.exists, 30), log.read_text()
         store = JobQueue(backend_from_url(f"sqlite:///{db}"))
         (schedule,) = store.list_schedules()
         assert schedule.name == "touch-often" and schedule.last_job_id is not None
         store.backend.close()
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-        assert proc.stderr is not None
-        proc.stderr.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            output = log.read_text()
+            raise AssertionError(f"runworkers did not stop within 30 s:\n{output}") from None
