@@ -195,6 +195,29 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind
 """
 
 
+PG_STAT_NAMES = (
+    "live_tuples",
+    "dead_tuples",
+    "inserted",
+    "updated",
+    "hot_updated",
+    "deleted",
+    "autovacuums",
+    "autoanalyzes",
+    "table_bytes",
+    "index_bytes",
+    "total_bytes",
+)
+
+
+def pg_table_stats(conn: Any, table: str, schema: str) -> dict[str, Any]:
+    """A job table's tuple counters and sizes (``PG_STAT_NAMES``), and its schema's size."""
+    row = conn.execute(PG_STATS, (table,)).fetchone()
+    stats = dict(zip(PG_STAT_NAMES, row, strict=True)) if row else {}
+    stats["schema_bytes"] = int(conn.execute(SCHEMA_BYTES, (schema,)).fetchone()[0])
+    return stats
+
+
 class PostgresRun:
     store = "postgres"
     insert_method = (
@@ -243,22 +266,7 @@ class PostgresRun:
         return time.perf_counter() - began
 
     def sample(self) -> dict[str, Any]:
-        row = self._conn.execute(PG_STATS, (self.table,)).fetchone()
-        names = [
-            "live_tuples",
-            "dead_tuples",
-            "inserted",
-            "updated",
-            "hot_updated",
-            "deleted",
-            "autovacuums",
-            "autoanalyzes",
-            "table_bytes",
-            "index_bytes",
-            "total_bytes",
-        ]
-        stats = dict(zip(names, row, strict=True)) if row else {}
-        stats["schema_bytes"] = int(self._conn.execute(SCHEMA_BYTES, (self.schema,)).fetchone()[0])
+        stats = pg_table_stats(self._conn, self.table, self.schema)
         stats["vacuums"] = len(self._vacuums)
         return stats
 

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from burndown_durabl import PG_STATS, SCHEMA_BYTES, pg_settings, postmaster_of
+from burndown_durabl import pg_settings, pg_table_stats, postmaster_of
 from burndown_harness import Signals
 from peers.raw_skip_locked_peer import ACK, ACK_MANY, CLAIM, CLAIM_MANY, CREATE
 
@@ -157,22 +157,7 @@ class PeerRun:
         return lambda signals: int(self._conn.execute(sql).fetchone()[0])
 
     def sample(self) -> dict[str, Any]:
-        row = self._conn.execute(PG_STATS, (self.table,)).fetchone()
-        names = [
-            "live_tuples",
-            "dead_tuples",
-            "inserted",
-            "updated",
-            "hot_updated",
-            "deleted",
-            "autovacuums",
-            "autoanalyzes",
-            "table_bytes",
-            "index_bytes",
-            "total_bytes",
-        ]
-        stats = dict(zip(names, row, strict=True)) if row else {}
-        stats["schema_bytes"] = int(self._conn.execute(SCHEMA_BYTES, (self.schema,)).fetchone()[0])
+        stats = pg_table_stats(self._conn, self.table, self.schema)
         return stats
 
     def final(self) -> dict[str, Any]:

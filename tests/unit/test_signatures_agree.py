@@ -40,3 +40,11 @@ def test_declaring_a_type_takes_exactly_the_declared_options(entry: Callable[...
 
 def test_claim_or_enqueue_takes_the_options_of_enqueue() -> None:
     assert keywords(JobQueue.claim_or_enqueue) == keywords(JobQueue.enqueue)
+
+
+def test_durabl_schedule_takes_the_options_of_queue_schedule() -> None:
+    declared = inspect.signature(durabl.schedule).parameters
+    stored = inspect.signature(JobQueue.schedule).parameters
+    assert [(p.name, p.kind, p.default) for p in declared.values()] == [
+        (p.name, p.kind, p.default) for p in stored.values() if p.name != "self"
+    ]
