@@ -18,7 +18,7 @@ from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import RateLimit
 from durabl.model.job import CancelOutcome, Job, JobFilter, JobHandle, handle_for
 from durabl.model.options import NewJob
-from durabl.model.rules import enqueues_before_inline_run
+from durabl.model.rules import coalesces, enqueues_before_inline_run
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import EnqueueResult, InlineClaimResult
@@ -96,7 +96,7 @@ class SqlStore(SqlReads[C]):
     def _slot_taken(self, tx: C, job: NewJob, row: dict[str, Any]) -> EnqueueResult:
         """The pending slot is held: with coalesce="latest", replace the payload of the
         pending holder of the same type (never an active job's)."""
-        if job.coalesce != "latest" or job.dedupe_key is None:
+        if not coalesces(job):
             return EnqueueResult(None)
         sql = self.sql
         statement = (
