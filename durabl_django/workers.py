@@ -235,7 +235,11 @@ class Runner:
         """Block until the drain started by a signal is done, then restore the signals.
         The exit deadline, armed by the signal, goes on: the process must end within it."""
         try:
-            self.drained.wait()
+            # In slices: a signal the kernel hands to another thread sets Python's flag but
+            # does not wake a main thread blocked on a lock with no timeout, so the handler
+            # would not run until something else woke it (a lost SIGTERM, seen under load).
+            while not self.drained.wait(0.25):
+                pass
         finally:
             for sig, handler in self._durabl_handlers.items():
                 if signal.getsignal(sig) is self._on_signal:

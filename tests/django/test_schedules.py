@@ -113,7 +113,10 @@ def test_runworkers_runs_the_settings_schedules(tmp_path: Path) -> None:
             django_command("runworkers", "--type", "touch"),
             cwd=ROOT,
             env=django_env(
-                DURABL_TEST_URL=f"sqlite:///{db}", DURABL_TEST_SCHEDULES=json.dumps(schedules)
+                DURABL_TEST_URL=f"sqlite:///{db}",
+                DURABL_TEST_SCHEDULES=json.dumps(schedules),
+                # A stop that hangs is shown by every thread's stack (SIGABRT below).
+                PYTHONFAULTHANDLER="1",
             ),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -130,7 +133,11 @@ def test_runworkers_runs_the_settings_schedules(tmp_path: Path) -> None:
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+            proc.send_signal(signal.SIGABRT)  # faulthandler writes the threads' stacks
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
             output = log.read_text()
             raise AssertionError(f"runworkers did not stop within 30 s:\n{output}") from None
