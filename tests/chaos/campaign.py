@@ -227,6 +227,7 @@ def stored(job: Any) -> StoredJob:
         dedupe_key=job.dedupe_key,
         completed_attempts=sum(1 for a in job.attempt_history if a.outcome == "completed"),
         failure_kind=job.failure_kind,
+        attempts_ended=len(job.attempt_history),
     )
 
 

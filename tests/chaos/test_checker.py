@@ -379,3 +379,44 @@ def test_history_files_are_read_back_and_a_torn_last_line_is_skipped(tmp_path: P
     h = History.read([tmp_path / "w.jsonl"])
     assert [(c.pid, c.job) for c in h.claims] == [(7, "a")]
     assert h.runs[0].end is None
+
+
+def test_a_tick_whose_first_claim_no_worker_recorded_may_fill_one_gap() -> None:
+    """A claim whose reply was lost is in no worker's history; the reaper gives the job
+    back with ``run_at`` moved on, so its tick's instant is unknown. It may fill one gap,
+    not two, and the ticks around it are still checked."""
+    h = History()
+    ticks = [StoredJob(f"t{n}", "tick", "completed", 0.0, run_at=float(n)) for n in (0, 1, 3, 4)]
+    for tick in ticks:
+        h.add(
+            {
+                "e": "claim",
+                "pid": 1,
+                "job": tick.id,
+                "tok": "x",
+                "att": 1,
+                "t0": tick.run_at,
+                "t1": tick.run_at,
+                "run_at": tick.run_at,
+            }
+        )
+    lost = StoredJob("t2", "tick", "completed", 0.0, run_at=3.1, attempts_ended=2)
+    h.add(
+        {
+            "e": "claim",
+            "pid": 1,
+            "job": "t2",
+            "tok": "y",
+            "att": 2,
+            "t0": 3.1,
+            "t1": 3.1,
+            "run_at": 3.1,
+        }
+    )
+    assert checker.schedule_ticks([*ticks, lost], 1.0, h) == []
+    # Without the store's count of ended claims, the moved run_at is a second job for tick 3.
+    seen = StoredJob("t2", "tick", "completed", 0.0, run_at=3.1, attempts_ended=1)
+    assert rules(checker.schedule_ticks([*ticks, seen], 1.0, h)) == {"tick-twice", "tick-missed"}
+    # One unknown instant does not cover two missing ticks.
+    fewer = [t for t in ticks if t.id != "t3"]
+    assert rules(checker.schedule_ticks([*fewer, lost], 1.0, h)) == {"tick-missed"}
