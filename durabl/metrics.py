@@ -289,8 +289,29 @@ def new_registry() -> CollectorRegistry:
     return CollectorRegistry()
 
 
-def serve(port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None) -> None:
-    """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
+class MetricsServer:
+    """The HTTP server :func:`serve` started: the port it listens on (the one the OS chose
+    for port 0) and :meth:`close`, which stops it and frees the port."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self.port: int = server.server_address[1]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+def serve(
+    port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
+) -> MetricsServer:
+    """Serve ``/metrics`` on ``addr:port`` (0: a free port, see ``.port``) from a daemon
+    thread; ``close()`` the result to stop it."""
     from prometheus_client import REGISTRY, start_http_server
 
-    start_http_server(port, addr=addr, registry=REGISTRY if registry is None else registry)
+    server, thread = start_http_server(
+        port, addr=addr, registry=REGISTRY if registry is None else registry
+    )
+    return MetricsServer(server, thread)

@@ -111,15 +111,14 @@ def test_serve_exposes_metrics_over_http() -> None:
     registry = CollectorRegistry()
     metrics.install(queue, registry=registry)
     queue.enqueue("ok", {})
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    metrics.serve(port, addr="127.0.0.1", registry=registry)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    server = metrics.serve(0, addr="127.0.0.1", registry=registry)  # 0: a free port
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
         body = response.read().decode()
     assert 'durabl_jobs_enqueued_total{type="ok"} 1.0' in body
+    server.close()
+    with pytest.raises(OSError):  # closed: nothing listens on the port any more
+        urllib.request.urlopen(url, timeout=5)
 
 
 def test_histogram_buckets_match_prometheus_clients_own() -> None:
