@@ -109,8 +109,10 @@ def test_a_failed_run_superseded_by_a_follower_keeps_the_failure_in_its_attempt(
     handle = claim_one(backend)
     enqueue_id(backend, dedupe_key="k", dedupe_scope="pending")
     assert handle.fail("ValueError: upstream 503", retry_at=clock.now()) == "superseded"
-    (attempt,) = get(backend, handle.id).attempt_history
+    job = get(backend, handle.id)
+    (attempt,) = job.attempt_history
     assert (attempt.outcome, attempt.error) == ("superseded", "ValueError: upstream 503")
+    assert job.fail_reason == "ValueError: upstream 503"  # the last failure's description
 
 
 def test_fail_at_max_attempts_with_a_follower_is_still_failed_terminal(

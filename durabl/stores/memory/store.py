@@ -292,11 +292,11 @@ class MemoryStore:
             rec.fail_reason = failure.reason
             rec.failure_kind = failure.kind
             return "failed-terminal"
+        rec.fail_reason = failure.reason  # the last failure's, superseded or retried
         if not self.can_move(rec, "pending"):
-            return self.superseded(rec, now, failure.error)  # the failure's reason not kept
+            return self.superseded(rec, now, failure.error)
         self.move(rec, "pending", now, "retry-scheduled", failure.error)
         rec.run_at = to_millis(failure.retry_at or now)  # "retry": retry_at is set
-        rec.fail_reason = failure.reason
         return "retry-scheduled"
 
     def released(self, release: Release, rec: Record, now: datetime) -> ResultStatus:

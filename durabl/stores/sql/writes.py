@@ -327,7 +327,7 @@ class SqlWrites(StoreBase, Generic[C]):
                 pass  # a follower took the pending slot: this statement alone was undone
             else:
                 return result if moved else None
-        done = self._terminal(tx, params, "superseded", "superseded", error=error)
+        done = self._terminal(tx, params, "superseded", "superseded", error=error, reason=reason)
         return "superseded" if done else None
 
     def append_journal(
