@@ -43,10 +43,11 @@ from durabl.model.workers import WorkerInfo
 @dataclass(frozen=True)
 class EnqueueResult:
     """``job_id`` is None when the dedupe slot was taken (``coalesced`` if the pending
-    follower's payload was replaced)."""
+    follower's payload was replaced, ``debounced`` if its ``run_at`` was pushed)."""
 
     job_id: str | None
     coalesced: bool = False
+    debounced: bool = False
 
 
 class SchemaVersion(NamedTuple):
