@@ -335,10 +335,11 @@ class HolderUpdate:
     the same type holding it (never an active job), as one atomic update:
 
     - ``replace_data``: its payload becomes the enqueue's (``coalesce="latest"``);
-    - ``push_to``: its ``run_at`` becomes this instant (the enqueue's now + ``debounce``),
-      bounded by ``within``: never later than the job's ``created_at`` (the burst's first
-      enqueue) + ``within`` seconds (``debounce_max``; None: unbounded). The store
-      applies :func:`debounced_run_at` to the row it updates, in the same statement.
+    - ``push_to``: its ``run_at`` is pushed to this instant (the enqueue's now +
+      ``debounce``), bounded by ``within``: never later than the job's ``created_at``
+      (the burst's first enqueue) + ``within`` seconds (``debounce_max``; None:
+      unbounded), and never earlier than it already is. The store applies
+      :func:`debounced_run_at` to the row it updates, in the same statement.
 
     ``updated_at`` becomes the store's now whenever the holder is updated."""
 
@@ -366,13 +367,16 @@ def holder_update(job: NewJob) -> HolderUpdate | None:
 def debounced_run_at(update: HolderUpdate, run_at: datetime, created_at: datetime) -> datetime:
     """The ``run_at`` of a pending job (due at ``run_at``, first enqueued at
     ``created_at``) after ``update``: the pushed instant, bounded by ``within`` seconds past
-    the first enqueue (an already-passed bound leaves it due). The SQL and MongoDB stores
-    write this same expression into their update."""
+    the first enqueue, and never earlier than ``run_at``: a push only delays, so of two
+    racing enqueues the later instant wins whichever writes last, and a job already past
+    its bound (or waiting out a retry's backoff) keeps its time. The SQL and MongoDB
+    stores write this same expression into their update."""
     if update.push_to is None:
         return run_at
-    if update.within_ms is None:
-        return update.push_to
-    return min(update.push_to, created_at + timedelta(milliseconds=update.within_ms))
+    pushed = update.push_to
+    if update.within_ms is not None:
+        pushed = min(pushed, created_at + timedelta(milliseconds=update.within_ms))
+    return max(run_at, pushed)
 
 
 def heartbeat_answer(held: bool, cancel_requested: bool) -> HeartbeatResult:

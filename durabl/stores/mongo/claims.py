@@ -105,9 +105,10 @@ class MongoClaims:
                 "debounce", lambda: calls.push_bounded(col, holder, changes, update)
             )
         else:
-            if update.push_to is not None:
-                changes["run_at"] = update.push_to
-            res = self.store.call("coalesce", lambda: col.update_one(holder, {"$set": changes}))
+            operators: dict[str, Any] = {"$set": changes}
+            if update.push_to is not None:  # a push only delays (rules.debounced_run_at)
+                operators["$max"] = {"run_at": update.push_to}
+            res = self.store.call("coalesce", lambda: col.update_one(holder, operators))
             held = res.matched_count == 1
         return EnqueueResult(None, held and update.replace_data, held and bool(update.push_to))
 

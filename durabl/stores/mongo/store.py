@@ -139,7 +139,8 @@ class PymongoCalls:
         assert update.push_to is not None and update.within_ms is not None
         bound = {"$add": ["$created_at", update.within_ms]}
         stage = {name: {"$literal": value} for name, value in changes.items()}
-        stage["run_at"] = {"$min": [{"$literal": update.push_to}, bound]}
+        pushed = {"$min": [{"$literal": update.push_to}, bound]}
+        stage["run_at"] = {"$max": ["$run_at", pushed]}
         return col.update_one(holder, [{"$set": stage}]).matched_count == 1
 
     def check_change_streams(self, db: Database[Any]) -> None:

@@ -164,8 +164,9 @@ RETURNING {job_columns}, j.claim_token
 # The update of a taken slot's pending holder (rules.HolderUpdate, rules.debounced_run_at).
 UPDATE_HOLDER = (
     "UPDATE {jobs} SET data = coalesce(%(data)s::text, data), run_at = CASE WHEN "
-    "%(push_to)s::timestamptz IS NULL THEN run_at ELSE LEAST(%(push_to)s::timestamptz, "
-    "created_at + %(within_ms)s::bigint * interval '1 millisecond') END, updated_at = {now} "
+    "%(push_to)s::timestamptz IS NULL THEN run_at ELSE GREATEST(run_at, LEAST("
+    "%(push_to)s::timestamptz, created_at + %(within_ms)s::bigint * interval '1 millisecond'))"
+    " END, updated_at = {now} "
 )
 HELD_PENDING = " AND status = 'pending' AND type = %(type)s RETURNING id"
 STATEMENTS: dict[str, str] = {

@@ -132,11 +132,12 @@ _RUN_NOW = (
 _CLAIM_ROW = "attempts, max_attempts, reserved, unstarted_reaps, cancel_requested"
 _RATE = "max_starts, per_ms, window_start, started, :now AS now_ms"
 
-# A taken slot's pending holder (rules.HolderUpdate): instants are integer milliseconds,
-# and SQLite's min() of NULLs is NULL, so a NULL push_to leaves run_at as it is.
+# A taken slot's pending holder (rules.HolderUpdate, rules.debounced_run_at): instants are
+# integer milliseconds, and SQLite's min() and max() of a NULL are NULL, so a NULL push_to
+# leaves run_at as it is.
 _UPDATE_HOLDER = (
-    f"UPDATE {JOBS} SET data = coalesce(:data, data), run_at = coalesce(min(:push_to, "
-    "coalesce(created_at + :within_ms, :push_to)), run_at), updated_at = :now"
+    f"UPDATE {JOBS} SET data = coalesce(:data, data), run_at = coalesce(max(run_at, "
+    "min(:push_to, coalesce(created_at + :within_ms, :push_to))), run_at), updated_at = :now"
 )
 _HELD_PENDING = "status = 'pending' AND type = :type"
 
