@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -160,3 +160,40 @@ def test_the_debounced_job_runs_once_after_the_burst(queue: JobQueue, clock: Fak
     assert queue.run_pending("t") == 1
     assert [(job.id, job.data) for job in runs] == [(first, {"n": 3})]
     assert queue.run_pending("t") == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"debounce": 5}, "debounce needs a dedupe_key"),
+        ({"dedupe_key": "k", "debounce": 0}, "debounce must be a positive"),
+        ({"dedupe_key": "k", "debounce": -1}, "debounce must not be negative"),
+        ({"dedupe_key": "k", "debounce": "5"}, "debounce must be a number of seconds"),
+        ({"dedupe_key": "k", "debounce": 400 * 86400}, "debounce must be at most"),
+        ({"dedupe_key": "k", "debounce": 5, "debounce_max": 4}, "must not be less than"),
+        ({"dedupe_key": "k", "debounce": 5, "debounce_max": 0}, "debounce_max must be a positive"),
+        ({"dedupe_key": "k", "debounce_max": 60}, "debounce_max bounds a debounce"),
+        ({"dedupe_key": "k", "debounce": 5, "delay": 3}, "pass debounce, or delay/run_at"),
+        (
+            {"dedupe_key": "k", "debounce": 5, "run_at": datetime(2031, 1, 1, tzinfo=timezone.utc)},
+            "pass debounce, or delay/run_at",
+        ),
+    ],
+)
+def test_bad_debounce_options_raise_value_error_and_write_nothing(
+    queue: JobQueue, options: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        queue.enqueue("t", {}, **options)
+    assert queue.count_jobs() == 0
+
+
+def test_a_bad_debounce_leaves_the_pending_job_as_it_was(
+    queue: JobQueue, clock: FakeClock
+) -> None:
+    job_id = queue.enqueue("t", {"n": 1}, dedupe_key="k", debounce=5)
+    assert job_id is not None
+    with pytest.raises(ValueError):
+        queue.enqueue("t", {"n": 2}, dedupe_key="k", debounce=5, debounce_max=1, coalesce="latest")
+    job = get(queue.backend, job_id)
+    assert (job.data, job.run_at) == ({"n": 1}, clock.now() + timedelta(seconds=5))
