@@ -188,9 +188,7 @@ def test_bad_debounce_options_raise_value_error_and_write_nothing(
     assert queue.count_jobs() == 0
 
 
-def test_a_bad_debounce_leaves_the_pending_job_as_it_was(
-    queue: JobQueue, clock: FakeClock
-) -> None:
+def test_a_bad_debounce_leaves_the_pending_job_as_it_was(queue: JobQueue, clock: FakeClock) -> None:
     job_id = queue.enqueue("t", {"n": 1}, dedupe_key="k", debounce=5)
     assert job_id is not None
     with pytest.raises(ValueError):

@@ -92,7 +92,9 @@ class MemoryBackend(StoreBase):
                     return EnqueueResult(None)
                 if update.replace_data:
                     holder.data = portable(job.data)
-                holder.run_at = to_millis(rules.debounced_run_at(update, holder.run_at, holder.created_at))
+                holder.run_at = to_millis(
+                    rules.debounced_run_at(update, holder.run_at, holder.created_at)
+                )
                 holder.updated_at = now
                 return EnqueueResult(None, update.replace_data, update.push_to is not None)
         return EnqueueResult(self._store.add(job, now).id)

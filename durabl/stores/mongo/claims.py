@@ -1,6 +1,6 @@
 """MongoClaims: how a :class:`~durabl.MongoJobQueue` stores jobs and takes them: enqueue
-(dedupe slots, coalescing and debounce, the cross-scope check), the atomic claim, and the flow control
-around it (:mod:`durabl.stores.mongo.flow`)."""
+(dedupe slots, coalescing and debounce, the cross-scope check), the atomic claim, and the
+flow control around it (:mod:`durabl.stores.mongo.flow`)."""
 
 from __future__ import annotations
 
