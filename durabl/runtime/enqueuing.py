@@ -102,7 +102,7 @@ class Enqueuing:
         ``debounce`` (seconds, with a ``dedupe_key``): the job is due ``debounce`` seconds
         after the last enqueue of its key while it is pending; a later enqueue that finds it
         pending pushes its run_at (and returns None, as a taken slot does), never past
-        its first enqueue + ``debounce_max``. See docs/dedupe.md, "Debounce"."""
+        its first enqueue + ``debounce_max``. See docs/concepts.md, "Debounce"."""
         options: EnqueueOptions = {
             "priority": priority,
             "delay": delay,
