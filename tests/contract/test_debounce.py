@@ -125,8 +125,9 @@ def test_a_pending_job_of_another_type_is_not_moved(backend: Backend, clock: Fak
     assert get(backend, other).run_at == clock.now() + timedelta(seconds=5)
 
 
+@pytest.mark.parametrize("debounce_max", [None, 60.0], ids=["unbounded", "bounded"])
 def test_racing_debounced_enqueues_leave_one_job_at_the_latest_instant(
-    backend: Backend, clock: FakeClock
+    backend: Backend, clock: FakeClock, debounce_max: float | None
 ) -> None:
     views = [backend, second_view(backend, clock)]
     start = clock.now()
@@ -134,8 +135,9 @@ def test_racing_debounced_enqueues_leave_one_job_at_the_latest_instant(
 
     def enqueue_at(i: int) -> str | None:
         # Each racer enqueues as if at its own instant, start + i seconds.
+        now = start + timedelta(seconds=i)
         new = build_new_job(
-            "t", {"n": i}, dedupe_key="k", debounce=10, now=start + timedelta(seconds=i)
+            "t", {"n": i}, dedupe_key="k", debounce=10, debounce_max=debounce_max, now=now
         )
         barrier.wait(timeout=10)
         return views[i % 2].enqueue(new).job_id
