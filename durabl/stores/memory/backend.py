@@ -96,7 +96,9 @@ class MemoryBackend(StoreBase):
                     rules.debounced_run_at(update, holder.run_at, holder.created_at)
                 )
                 holder.updated_at = now
-                return EnqueueResult(None, update.replace_data, update.push_to is not None)
+                return EnqueueResult(
+                    None, coalesced=update.replace_data, debounced=update.push_to is not None
+                )
         return EnqueueResult(self._store.add(job, now).id)
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:

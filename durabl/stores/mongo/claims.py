@@ -110,7 +110,10 @@ class MongoClaims:
                 operators["$max"] = {"run_at": update.push_to}
             res = self.store.call("coalesce", lambda: col.update_one(holder, operators))
             held = res.matched_count == 1
-        return EnqueueResult(None, held and update.replace_data, held and bool(update.push_to))
+        pushed = update.push_to is not None
+        return EnqueueResult(
+            None, coalesced=held and update.replace_data, debounced=held and pushed
+        )
 
     def _check_scope_conflict(
         self, job: NewJob, own_id: ObjectId, own_filter: Mapping[str, Any]

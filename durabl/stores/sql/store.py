@@ -115,7 +115,10 @@ class SqlStore(SqlReads[C]):
             "type": job.type,
         }
         held = tx.execute(statement, values).rowcount == 1
-        return EnqueueResult(None, held and update.replace_data, held and bool(update.push_to))
+        pushed = update.push_to is not None
+        return EnqueueResult(
+            None, coalesced=held and update.replace_data, debounced=held and pushed
+        )
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_param()
