@@ -78,6 +78,11 @@ class NewJob:
     #: ``concurrency_key`` at once; both None for a job without a key.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    #: Debounce (seconds; None: none): a later enqueue of the key while this job is
+    #: pending pushes its run_at to that enqueue's now + ``debounce``, never past the
+    #: job's first enqueue + ``debounce_max`` (see :func:`durabl.model.rules.debounced_run_at`).
+    debounce: float | None = None
+    debounce_max: float | None = None
     #: Propagation headers stored with the job (W3C ``traceparent``/``tracestate``),
     #: set by an enqueue hook such as :func:`durabl.tracing.instrument`'s; None: none.
     trace_context: dict[str, str] | None = None
@@ -211,12 +216,14 @@ def build_new_job(
     backoff_max_delay: Seconds = DEFAULT_BACKOFF_MAX_DELAY,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    debounce: Seconds | None = None,
+    debounce_max: Seconds | None = None,
     now: datetime | None = None,
 ) -> NewJob:
     """Validate every enqueue option; raise before anything is written.
 
     ``TypeError`` for a payload the stores cannot hold, ``ValueError`` for a bad option.
-    ``now`` is needed only to turn ``delay`` into an instant.
+    ``now`` is needed only to turn ``delay`` or ``debounce`` into an instant.
     """
     check_job_type(type)
     size = check_payload(data)
@@ -254,6 +261,7 @@ def build_new_job(
             raise ValueError(f"coalesce must be None or 'latest', got {coalesce!r}")
         if dedupe_key is None:
             raise ValueError("coalesce='latest' needs a dedupe_key to know what to coalesce with")
+    wait, wait_max = _debounce_seconds(debounce, debounce_max, dedupe_key, delay_s, run_at)
     if backoff not in BACKOFF_KINDS:
         raise ValueError(f"backoff must be one of {BACKOFF_KINDS}, got {backoff!r}")
     policy = BackoffPolicy(
@@ -267,6 +275,8 @@ def build_new_job(
             f"backoff_max_delay ({backoff_max_delay!r}) must not be less than backoff_delay "
             f"({backoff_delay!r})"
         )
+    if wait is not None:  # the first enqueue of a burst is due debounce seconds from now
+        delay_s = wait
     if delay_s:
         if now is None:
             raise ValueError("delay needs a clock")  # programming error inside durabl
@@ -289,7 +299,52 @@ def build_new_job(
         backoff=policy,
         concurrency_key=key,
         concurrency_limit=key_limit,
+        debounce=wait,
+        debounce_max=wait_max,
     )
+
+
+def _debounce_seconds(
+    debounce: Seconds | None,
+    debounce_max: Seconds | None,
+    dedupe_key: str | None,
+    delay: float,
+    run_at: datetime | None,
+) -> tuple[float | None, float | None]:
+    """``debounce`` and ``debounce_max`` in seconds (None: not given), or ``ValueError``:
+    each positive and at most a year, the bound no shorter than the wait, both only with
+    a dedupe key (the key names the burst) and never with ``delay`` or ``run_at`` (the
+    debounce decides when the job is due)."""
+    if debounce is None:
+        if debounce_max is not None:
+            raise ValueError("debounce_max bounds a debounce: pass debounce too")
+        return None, None
+    wait = _debounce_duration(debounce, "debounce")
+    if dedupe_key is None:
+        raise ValueError("debounce needs a dedupe_key: the key names the burst it debounces")
+    if delay or run_at is not None:
+        raise ValueError(
+            "debounce decides when the job is due: pass debounce, or delay/run_at, not both"
+        )
+    if debounce_max is None:
+        return wait, None
+    wait_max = _debounce_duration(debounce_max, "debounce_max")
+    if wait_max < wait:
+        raise ValueError(
+            f"debounce_max ({debounce_max!r}) must not be less than debounce ({debounce!r})"
+        )
+    return wait, wait_max
+
+
+def _debounce_duration(value: Seconds, name: str) -> float:
+    seconds = to_seconds(value, name)
+    if not seconds > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if seconds > MAX_BACKOFF_DELAY:
+        raise ValueError(
+            f"{name} must be at most {MAX_BACKOFF_DELAY:g} seconds (one year), got {value!r}"
+        )
+    return seconds
 
 
 def validate_enqueue(type: str, data: Any, **options: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from durabl.model.clock import as_utc, to_seconds
@@ -327,6 +327,56 @@ def coalesces(job: NewJob) -> bool:
     """Whether an enqueue that found its dedupe slot taken replaces the payload of the
     pending job holding it (``coalesce="latest"``; never an active job's)."""
     return job.coalesce == "latest" and job.dedupe_key is not None
+
+
+@dataclass(frozen=True)
+class HolderUpdate:
+    """What an enqueue that found its pending slot taken changes in the pending job of
+    the same type holding it (never an active job), as one atomic update:
+
+    - ``replace_data``: its payload becomes the enqueue's (``coalesce="latest"``);
+    - ``push_to``: its ``run_at`` is pushed to this instant (the enqueue's now +
+      ``debounce``), bounded by ``within``: never later than the job's ``created_at``
+      (the burst's first enqueue) + ``within`` seconds (``debounce_max``; None:
+      unbounded), and never earlier than it already is. The store applies
+      :func:`debounced_run_at` to the row it updates, in the same statement.
+
+    ``updated_at`` becomes the store's now whenever the holder is updated."""
+
+    replace_data: bool
+    push_to: datetime | None
+    within: float | None
+
+    @property
+    def within_ms(self) -> int | None:
+        """``within`` in whole milliseconds (the stores keep instants to the millisecond)."""
+        return None if self.within is None else round(self.within * 1000)
+
+
+def holder_update(job: NewJob) -> HolderUpdate | None:
+    """The update an enqueue of ``job`` applies to the pending job holding its dedupe slot
+    when the slot is taken; None when it changes nothing there (it is simply refused)."""
+    if job.dedupe_key is None:
+        return None
+    push_to = job.run_at if job.debounce is not None else None
+    if not coalesces(job) and push_to is None:
+        return None
+    return HolderUpdate(coalesces(job), push_to, job.debounce_max if push_to else None)
+
+
+def debounced_run_at(update: HolderUpdate, run_at: datetime, created_at: datetime) -> datetime:
+    """The ``run_at`` of a pending job (due at ``run_at``, first enqueued at
+    ``created_at``) after ``update``: the pushed instant, bounded by ``within`` seconds past
+    the first enqueue, and never earlier than ``run_at``: a push only delays, so of two
+    racing enqueues the later instant wins whichever writes last, and a job already past
+    its bound (or waiting out a retry's backoff) keeps its time. The SQL and MongoDB
+    stores write this same expression into their update."""
+    if update.push_to is None:
+        return run_at
+    pushed = update.push_to
+    if update.within_ms is not None:
+        pushed = min(pushed, created_at + timedelta(milliseconds=update.within_ms))
+    return max(run_at, pushed)
 
 
 def heartbeat_answer(held: bool, cancel_requested: bool) -> HeartbeatResult:

@@ -34,6 +34,8 @@ class EnqueueOptions(TypedDict):
     backoff_max_delay: Seconds | None
     concurrency_key: str | None
     concurrency_limit: int | None
+    debounce: Seconds | None
+    debounce_max: Seconds | None
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -43,6 +45,8 @@ _NOT_INLINE = {
     "concurrency_key": "runs the job now, outside flow control; use enqueue()",
     "concurrency_limit": "runs the job now, outside flow control; use enqueue()",
     "connection": "runs the job now, before the caller's transaction commits; use enqueue()",
+    "debounce": "runs the job now; use enqueue() to debounce",
+    "debounce_max": "runs the job now; use enqueue() to debounce",
 }
 
 
@@ -80,6 +84,8 @@ class Enqueuing:
         backoff_max_delay: Seconds | None = None,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        debounce: Seconds | None = None,
+        debounce_max: Seconds | None = None,
         connection: object | None = None,
     ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
@@ -91,7 +97,12 @@ class Enqueuing:
 
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
-        inside the transaction open on it: it exists if and only if that commits."""
+        inside the transaction open on it: it exists if and only if that commits.
+
+        ``debounce`` (seconds, with a ``dedupe_key``): the job is due ``debounce`` seconds
+        after the last enqueue of its key while it is pending; a later enqueue that finds it
+        pending pushes its run_at (and returns None, as a taken slot does), never past
+        its first enqueue + ``debounce_max``. See docs/concepts.md, "Debounce"."""
         options: EnqueueOptions = {
             "priority": priority,
             "delay": delay,
@@ -105,6 +116,8 @@ class Enqueuing:
             "backoff_max_delay": backoff_max_delay,
             "concurrency_key": concurrency_key,
             "concurrency_limit": concurrency_limit,
+            "debounce": debounce,
+            "debounce_max": debounce_max,
         }
         if connection is not None and self.immediate:
             raise ValueError(
@@ -112,7 +125,8 @@ class Enqueuing:
                 "would run before the caller's transaction commits"
             )
         backend = self._ready()
-        job = self.types.new_job(type, data, options, now=backend.now() if delay else None)
+        needs_now = bool(delay) or debounce is not None
+        job = self.types.new_job(type, data, options, now=backend.now() if needs_now else None)
         if connection is not None:  # workers learn of it at the caller's commit
             return self.enqueue_hooks.call(
                 job, lambda j: backend.enqueue_through(j, connection).job_id
@@ -143,19 +157,23 @@ class Enqueuing:
         backoff_max_delay: Seconds | None = None,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        debounce: Seconds | None = None,
+        debounce_max: Seconds | None = None,
         connection: object | None = None,
     ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
         :meth:`run_claimed`; otherwise enqueue (or coalesce) as :meth:`enqueue` and
         return None. Takes the options of :meth:`enqueue`; ``delay``, ``run_at``,
-        ``concurrency_key``, ``concurrency_limit`` and ``connection`` are refused
-        (``ValueError``), since an inline run happens now."""
+        ``concurrency_key``, ``concurrency_limit``, ``debounce``, ``debounce_max`` and
+        ``connection`` are refused (``ValueError``), since an inline run happens now."""
         self._drain.check_open("claim_or_enqueue()")
         refused = {
             "delay": delay,
             "run_at": run_at,
             "concurrency_key": concurrency_key,
             "concurrency_limit": concurrency_limit,
+            "debounce": debounce,
+            "debounce_max": debounce_max,
             "connection": connection,
         }
         for name, why in _NOT_INLINE.items():
@@ -174,6 +192,8 @@ class Enqueuing:
             "backoff_max_delay": backoff_max_delay,
             "concurrency_key": None,
             "concurrency_limit": None,
+            "debounce": None,
+            "debounce_max": None,
         }
         job = self.types.new_job(type, data, options)
         self._ready()

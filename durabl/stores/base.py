@@ -43,10 +43,11 @@ from durabl.model.workers import WorkerInfo
 @dataclass(frozen=True)
 class EnqueueResult:
     """``job_id`` is None when the dedupe slot was taken (``coalesced`` if the pending
-    follower's payload was replaced)."""
+    follower's payload was replaced, ``debounced`` if its ``run_at`` was pushed)."""
 
     job_id: str | None
     coalesced: bool = False
+    debounced: bool = False
 
 
 class SchemaVersion(NamedTuple):
@@ -116,7 +117,9 @@ class Backend(FencedWrites, Protocol):
     # -- enqueue --------------------------------------------------------------------------
     @abstractmethod
     def enqueue(self, job: NewJob) -> EnqueueResult:
-        """Store a pending job; None id when its dedupe slot is taken.
+        """Store a pending job; None id when its dedupe slot is taken. Then the pending
+        holder of the same type is updated as ``rules.holder_update(job)`` says, in one
+        atomic update (its payload replaced, its run_at pushed: ``rules.debounced_run_at``).
 
         Raises ``DedupeScopeConflictError`` when the key's live job has the other scope.
         """

@@ -181,6 +181,8 @@ def test_enqueue_names_itself_for_an_unknown_keyword(queue: JobQueue, name: str)
         {"run_at": datetime(2030, 1, 1, tzinfo=timezone.utc)},
         {"concurrency_key": "tenant:1", "concurrency_limit": 1},
         {"connection": object()},
+        {"dedupe_key": "k", "debounce": 5},
+        {"dedupe_key": "k", "debounce": 5, "debounce_max": 60},
     ],
 )
 def test_claim_or_enqueue_refuses_what_only_a_later_run_can_honour(

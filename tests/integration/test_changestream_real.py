@@ -107,6 +107,24 @@ def test_a_future_job_is_woken_at_its_run_at(consumer: JobQueue, producer: JobQu
     assert time.monotonic() - due < PICKUP_BUDGET
 
 
+@pytest.mark.parametrize("debounce_max", [None, 60.0], ids=["unbounded", "bounded"])
+def test_a_debounced_job_is_woken_at_its_pushed_run_at(
+    consumer: JobQueue, producer: JobQueue, debounce_max: float | None
+) -> None:
+    ran: list[float] = []
+    consumer.process("later", lambda job, ctx: ran.append(time.monotonic()))
+    push_is_up(consumer, "later")
+    options: dict[str, Any] = {"dedupe_key": "k", "debounce": 0.5, "debounce_max": debounce_max}
+    producer.enqueue("later", {}, **options)
+    for _ in range(3):  # each push moves the job past the timer the last one set
+        time.sleep(0.3)  # the burst's pace (real time is what is tested), not a wait
+        last = time.monotonic()
+        assert producer.enqueue("later", {}, **options) is None
+    assert wait_until(ran.__len__, timeout=10), "the pushed job was not woken"
+    assert 0.5 - 0.05 <= ran[0] - last < 0.5 + PICKUP_BUDGET
+    assert len(ran) == 1
+
+
 def test_a_retry_is_pushed_when_its_backoff_ends(consumer: JobQueue, producer: JobQueue) -> None:
     attempts: list[float] = []
 

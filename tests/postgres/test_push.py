@@ -279,6 +279,22 @@ def test_a_future_job_stored_before_the_worker_started_is_picked_up_at_its_run_a
     assert time.monotonic() - started < delay + PICKUP
 
 
+def test_a_debounced_job_is_picked_up_at_its_pushed_run_at(rig: Rig) -> None:
+    rig.queue.process("t", rig.handler, poll_interval=POLL)
+    assert wait_until(rig.listening, timeout=PICKUP)
+    started = time.monotonic()
+    job_id = rig.source.enqueue("t", {}, dedupe_key="k", debounce=0.5) or ""
+    # The first notify says "due in 0.5 s"; the pushes move the job past that timer, and
+    # the listener must read the new run_at back when the timer finds nothing due.
+    for _ in range(3):
+        time.sleep(0.3)  # the burst's pace (real time is what is tested), not a wait
+        last = time.monotonic()
+        assert rig.source.enqueue("t", {}, dedupe_key="k", debounce=0.5) is None
+    assert rig.done(job_id).wait(0.5 + PICKUP), "the pushed run_at was never picked up"
+    assert time.monotonic() - last >= 0.5 - 0.05, "picked up before its pushed run_at"
+    assert time.monotonic() - started < 0.9 + 0.5 + PICKUP
+
+
 def terminate(server: str, pid: int) -> bool:
     with psycopg.connect(server, autocommit=True) as admin:
         row = admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()

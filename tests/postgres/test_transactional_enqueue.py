@@ -173,6 +173,20 @@ def test_coalescing_inside_the_transaction_applies_at_the_commit(
     assert queue.get_job(first).data == {"v": 2}  # type: ignore[union-attr]
 
 
+def test_a_debounce_push_inside_a_rolled_back_transaction_leaves_the_job_as_it_was(
+    queue: JobQueue, conn: psycopg.Connection[Any]
+) -> None:
+    first = queue.enqueue("sync", {}, dedupe_key="k", debounce=60)
+    assert first is not None
+    due = queue.get_job(first).run_at  # type: ignore[union-attr]
+    assert queue.enqueue("sync", {}, dedupe_key="k", debounce=3600, connection=conn) is None
+    conn.rollback()
+    assert queue.get_job(first).run_at == due  # type: ignore[union-attr]
+    assert queue.enqueue("sync", {}, dedupe_key="k", debounce=3600, connection=conn) is None
+    conn.commit()
+    assert queue.get_job(first).run_at > due  # type: ignore[union-attr]
+
+
 def key_lock_waiters(server: str, table: str) -> int:
     """How many sessions wait for a dedupe-key lock of ``table``'s queue."""
     with psycopg.connect(server) as other:

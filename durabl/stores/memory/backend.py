@@ -84,14 +84,21 @@ class MemoryBackend(StoreBase):
             if other is not None:
                 raise DedupeScopeConflictError(key, job.dedupe_scope, other)
             slots = self._store.pending_slots(job.dedupe_scope)
-            if key in slots:  # taken; coalesce="latest" updates a pending holder of the type
+            if key in slots:  # taken; coalesce or debounce update a pending holder of the type
                 holder = self._store.jobs[slots[key]]
                 pending_of_type = holder.status == "pending" and holder.type == job.type
-                if not (pending_of_type and rules.coalesces(job)):
+                update = rules.holder_update(job)
+                if update is None or not pending_of_type:
                     return EnqueueResult(None)
-                holder.data = portable(job.data)
+                if update.replace_data:
+                    holder.data = portable(job.data)
+                holder.run_at = to_millis(
+                    rules.debounced_run_at(update, holder.run_at, holder.created_at)
+                )
                 holder.updated_at = now
-                return EnqueueResult(None, coalesced=True)
+                return EnqueueResult(
+                    None, coalesced=update.replace_data, debounced=update.push_to is not None
+                )
         return EnqueueResult(self._store.add(job, now).id)
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:

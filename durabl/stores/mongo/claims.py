@@ -1,6 +1,6 @@
 """MongoClaims: how a :class:`~durabl.MongoJobQueue` stores jobs and takes them: enqueue
-(dedupe slots, coalescing, the cross-scope check), the atomic claim, and the flow control
-around it (:mod:`durabl.stores.mongo.flow`)."""
+(dedupe slots, coalescing and debounce, the cross-scope check), the atomic claim, and the
+flow control around it (:mod:`durabl.stores.mongo.flow`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from durabl.model.exceptions import BackendUnavailableError, DedupeScopeConflict
 from durabl.model.flow import LimitedTypes, RateLimit
 from durabl.model.job import FencedWrites, JobHandle, handle_for
 from durabl.model.options import NewJob
-from durabl.model.rules import coalesces, created_claimed, enqueues_before_inline_run
+from durabl.model.rules import created_claimed, enqueues_before_inline_run, holder_update
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.mongo import codec, flow
 from durabl.stores.mongo.attempts import ClaimMemo
@@ -84,18 +84,36 @@ class MongoClaims:
         return self.store.call("enqueue", insert)
 
     def _slot_taken(self, job: NewJob, now: datetime) -> EnqueueResult:
-        """The pending slot is held: with coalesce="latest", replace the payload of a
-        pending holder of the same type."""
-        if not coalesces(job):
+        """The pending slot is held: update the pending holder of the same type as
+        ``rules.holder_update`` says (coalesce, debounce), in one update; never an active
+        job."""
+        update = holder_update(job)
+        if update is None:
             return EnqueueResult(None)
-        holder = {codec.pending_slot(job.dedupe_scope): job.dedupe_key, "status": "pending"}
-        update = {"$set": {"data": job.data, "updated_at": now}}
-
-        def replace() -> bool:
-            res = self.store.col.update_one({**holder, "type": job.type}, update)
-            return res.matched_count == 1
-
-        return EnqueueResult(None, coalesced=self.store.call("coalesce", replace))
+        holder = {
+            codec.pending_slot(job.dedupe_scope): job.dedupe_key,
+            "status": "pending",
+            "type": job.type,
+        }
+        changes: dict[str, Any] = {"updated_at": now}
+        if update.replace_data:
+            changes["data"] = job.data
+        col, calls = self.store.col, self.store.calls
+        if update.push_to is not None and update.within_ms is not None:
+            # The bound is the holder's created_at + within: computed in the update.
+            held = self.store.call(
+                "debounce", lambda: calls.push_bounded(col, holder, changes, update)
+            )
+        else:
+            operators: dict[str, Any] = {"$set": changes}
+            if update.push_to is not None:  # a push only delays (rules.debounced_run_at)
+                operators["$max"] = {"run_at": update.push_to}
+            res = self.store.call("coalesce", lambda: col.update_one(holder, operators))
+            held = res.matched_count == 1
+        pushed = update.push_to is not None
+        return EnqueueResult(
+            None, coalesced=held and update.replace_data, debounced=held and pushed
+        )
 
     def _check_scope_conflict(
         self, job: NewJob, own_id: ObjectId, own_filter: Mapping[str, Any]

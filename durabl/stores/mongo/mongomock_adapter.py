@@ -15,7 +15,8 @@ A :class:`~durabl.stores.mongo.store.MongoStore` picks its calls once, when it i
   unique index over existing documents, where every job without a slot would clash
   (sparse means the same for an ``$exists`` filter; a server refuses both together);
 - sends updates in a bulk write as its bulk builder accepts them;
-- refuses change streams.
+- refuses change streams;
+- applies a bounded debounce push (``$add`` of a date in a pipeline update) itself.
 
 ``mongomock://`` URLs get one client per process (:func:`mongomock_client`).
 """
@@ -33,6 +34,7 @@ from bson import ObjectId
 from pymongo import UpdateOne
 
 from durabl.model.exceptions import DurablError
+from durabl.model.rules import HolderUpdate, debounced_run_at
 from durabl.stores.mongo.codec import fence
 
 R = TypeVar("R")
@@ -82,6 +84,20 @@ class MongomockCalls:
 
     def index_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "sparse": True} if options.get("unique") else options
+
+    def push_bounded(
+        self, col: Any, holder: Mapping[str, Any], changes: Mapping[str, Any], update: HolderUpdate
+    ) -> bool:
+        """As ``PymongoCalls.push_bounded``; mongomock's pipeline ``$add`` takes no dates, so
+        the holder's created_at is read and the bound applied here, in two calls that
+        are one step for every other store call: this runs under the process-wide lock
+        (:meth:`run`)."""
+        found = col.find_one(holder, {"created_at": 1, "run_at": 1})
+        if found is None:
+            return False
+        run_at = debounced_run_at(update, found["run_at"], found["created_at"])
+        query = {**holder, "_id": found["_id"]}
+        return bool(col.update_one(query, {"$set": {**changes, "run_at": run_at}}).matched_count)
 
     def check_change_streams(self, db: Any) -> None:
         raise DurablError(

@@ -15,7 +15,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from pymongo.write_concern import WriteConcern
 from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.payload import to_millis
+from durabl.model.rules import HolderUpdate
 from durabl.stores.mongo.indexes import ensure_indexes
 from durabl.stores.mongo.mongomock_adapter import MongomockCalls, is_mongomock
 from durabl.stores.mongo.retry import RETRY_ATTEMPTS, call_with_retries
@@ -123,6 +124,24 @@ class PymongoCalls:
 
     def index_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return options
+
+    def push_bounded(
+        self,
+        col: Collection[Any],
+        holder: Mapping[str, Any],
+        changes: Mapping[str, Any],
+        update: HolderUpdate,
+    ) -> bool:
+        """Apply ``changes`` to the job ``holder`` finds and push its run_at as
+        ``rules.debounced_run_at`` says, bounded by its own created_at: one pipeline
+        update (every value a ``$literal``, so no payload is read as an expression).
+        Whether a job matched."""
+        assert update.push_to is not None and update.within_ms is not None
+        bound = {"$add": ["$created_at", update.within_ms]}
+        stage = {name: {"$literal": value} for name, value in changes.items()}
+        pushed = {"$min": [{"$literal": update.push_to}, bound]}
+        stage["run_at"] = {"$max": ["$run_at", pushed]}
+        return col.update_one(holder, [{"$set": stage}]).matched_count == 1
 
     def check_change_streams(self, db: Database[Any]) -> None:
         try:

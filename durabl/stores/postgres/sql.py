@@ -161,6 +161,14 @@ FROM slotted WHERE j.seq = slotted.seq
 RETURNING {job_columns}, j.claim_token
 """
 )
+# The update of a taken slot's pending holder (rules.HolderUpdate, rules.debounced_run_at).
+UPDATE_HOLDER = (
+    "UPDATE {jobs} SET data = coalesce(%(data)s::text, data), run_at = CASE WHEN "
+    "%(push_to)s::timestamptz IS NULL THEN run_at ELSE GREATEST(run_at, LEAST("
+    "%(push_to)s::timestamptz, created_at + %(within_ms)s::bigint * interval '1 millisecond'))"
+    " END, updated_at = {now} "
+)
+HELD_PENDING = " AND status = 'pending' AND type = %(type)s RETURNING id"
 STATEMENTS: dict[str, str] = {
     "claim_due": _CLAIM.replace("{candidates}", DUE),
     "claim_by_key": _CLAIM.replace("{candidates}", DUE_BY_KEY),
@@ -207,14 +215,9 @@ STATEMENTS: dict[str, str] = {
         RETURNING {job_columns}
     """,
     "job_exists": "SELECT 1 FROM {jobs} WHERE id = %(id)s",
-    "coalesce_live": (
-        "UPDATE {jobs} SET data = %(data)s, updated_at = {now} "
-        "WHERE live_slot = %(key)s AND status = 'pending' AND type = %(type)s RETURNING id"
-    ),
-    "coalesce_pending": (
-        "UPDATE {jobs} SET data = %(data)s, updated_at = {now} "
-        "WHERE pending_slot = %(key)s AND status = 'pending' AND type = %(type)s RETURNING id"
-    ),
+    # LEAST skips NULLs: the CASE keeps run_at without a push, a NULL within_ms is no bound.
+    "update_holder_live": UPDATE_HOLDER + "WHERE live_slot = %(key)s" + HELD_PENDING,
+    "update_holder_pending": UPDATE_HOLDER + "WHERE pending_slot = %(key)s" + HELD_PENDING,
     # -- fenced writes ------------------------------------------------------------------
     "heartbeat": (
         "UPDATE {jobs} AS j SET heartbeat_at = {now} WHERE "

@@ -58,11 +58,14 @@ class Statements:
     #: (id) -> row: the job exists. PostgreSQL repeats an enqueue after a lost connection
     #: (its insert may have committed); None on SQLite, which never repeats a write then.
     job_exists: str | None
-    #: (data, now, key, type) -> count: replace the payload of the pending holder of the
-    #: key in its live slot, of the same type.
-    coalesce_live: str
-    #: As ``coalesce_live`` for the pending slot.
-    coalesce_pending: str
+    #: (data, push_to, within_ms, now, key, type) -> count: update the pending holder of
+    #: the key in its live slot, of the same type (``durabl.model.rules.HolderUpdate``):
+    #: its payload becomes ``data`` unless that is NULL; unless ``push_to`` is NULL its
+    #: run_at becomes ``push_to``, at most ``created_at`` + ``within_ms`` (NULL: no bound),
+    #: as ``rules.debounced_run_at`` says.
+    update_holder_live: str
+    #: As ``update_holder_live`` for the pending slot.
+    update_holder_pending: str
     #: (a new job's row, token, owner) -> row (the job's columns): the job created
     #: already claimed; no row when a dedupe slot is taken.
     insert_active: str

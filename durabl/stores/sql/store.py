@@ -18,7 +18,7 @@ from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.flow import RateLimit
 from durabl.model.job import CancelOutcome, Job, JobFilter, JobHandle, handle_for
 from durabl.model.options import NewJob
-from durabl.model.rules import coalesces, enqueues_before_inline_run
+from durabl.model.rules import enqueues_before_inline_run, holder_update
 from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import EnqueueResult, InlineClaimResult
@@ -94,16 +94,31 @@ class SqlStore(SqlReads[C]):
             )
 
     def _slot_taken(self, tx: C, job: NewJob, row: dict[str, Any]) -> EnqueueResult:
-        """The pending slot is held: with coalesce="latest", replace the payload of the
-        pending holder of the same type (never an active job's)."""
-        if not coalesces(job):
+        """The pending slot is held: update the pending holder of the same type as
+        ``rules.holder_update`` says (coalesce, debounce), in one statement; never an
+        active job."""
+        update = holder_update(job)
+        if update is None:
             return EnqueueResult(None)
         sql = self.sql
         statement = (
-            sql.coalesce_live if job.dedupe_scope == "pending+active" else sql.coalesce_pending
+            sql.update_holder_live
+            if job.dedupe_scope == "pending+active"
+            else sql.update_holder_pending
         )
-        values = {"data": row["data"], "now": row["now"], "key": job.dedupe_key, "type": job.type}
-        return EnqueueResult(None, coalesced=tx.execute(statement, values).rowcount == 1)
+        values = {
+            "data": row["data"] if update.replace_data else None,
+            "push_to": row["run_at"] if update.push_to is not None else None,
+            "within_ms": update.within_ms,
+            "now": row["now"],
+            "key": job.dedupe_key,
+            "type": job.type,
+        }
+        held = tx.execute(statement, values).rowcount == 1
+        pushed = update.push_to is not None
+        return EnqueueResult(
+            None, coalesced=held and update.replace_data, debounced=held and pushed
+        )
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_param()

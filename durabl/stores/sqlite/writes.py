@@ -132,6 +132,15 @@ _RUN_NOW = (
 _CLAIM_ROW = "attempts, max_attempts, reserved, unstarted_reaps, cancel_requested"
 _RATE = "max_starts, per_ms, window_start, started, :now AS now_ms"
 
+# A taken slot's pending holder (rules.HolderUpdate, rules.debounced_run_at): instants are
+# integer milliseconds, and SQLite's min() and max() of a NULL are NULL, so a NULL push_to
+# leaves run_at as it is.
+_UPDATE_HOLDER = (
+    f"UPDATE {JOBS} SET data = coalesce(:data, data), run_at = coalesce(max(run_at, "
+    "min(:push_to, coalesce(created_at + :within_ms, :push_to))), run_at), updated_at = :now"
+)
+_HELD_PENDING = "status = 'pending' AND type = :type"
+
 STATEMENTS = Statements(
     # Writes are serialised: no key lock, and never a repeat of a write that may have
     # committed (a retry only follows a lock that was never had).
@@ -145,14 +154,8 @@ STATEMENTS = Statements(
         f"{_INSERT}({', '.join(':' + c for c in _INSERT_COLUMNS)}) ON CONFLICT DO NOTHING"
     ),
     job_exists=None,
-    coalesce_live=(
-        f"UPDATE {JOBS} SET data = :data, updated_at = :now "
-        "WHERE live_slot = :key AND status = 'pending' AND type = :type"
-    ),
-    coalesce_pending=(
-        f"UPDATE {JOBS} SET data = :data, updated_at = :now "
-        "WHERE pending_slot = :key AND status = 'pending' AND type = :type"
-    ),
+    update_holder_live=f"{_UPDATE_HOLDER} WHERE live_slot = :key AND {_HELD_PENDING}",
+    update_holder_pending=f"{_UPDATE_HOLDER} WHERE pending_slot = :key AND {_HELD_PENDING}",
     insert_active=(
         f"{_INSERT}({', '.join(_CLAIMED.get(c, ':' + c) for c in _INSERT_COLUMNS)}) "
         f"ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
