@@ -213,10 +213,13 @@ class Failure:
 @dataclass(frozen=True)
 class Release:
     """A run handed back, as :meth:`FencedWrites.write_release` records it: pending again
-    at its old place in line, or at ``run_at``; ``timeout`` bounds the whole write."""
+    at its old place in line, or at ``run_at``; ``timeout`` bounds the whole write.
+    ``outcome`` is what the attempt's history entry says: ``released``, or ``snoozed``
+    when the handler asked to run again later (``raise durabl.Snooze``)."""
 
     run_at: datetime | None = None
     timeout: float | None = None
+    outcome: AttemptOutcome = "released"
 
 
 class FencedWrites(Protocol):
@@ -286,6 +289,13 @@ class FencedWrites(Protocol):
         attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
         the whole write."""
         return self.write_release(job_id, token, Release(run_at, timeout), logs)
+
+    def snooze(
+        self, job_id: str, token: str, *, run_at: datetime, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        """As :meth:`release` to ``run_at`` (the attempt refunded), the attempt recorded
+        as ``snoozed``: the handler raised :class:`durabl.Snooze`."""
+        return self.write_release(job_id, token, Release(run_at, None, "snoozed"), logs)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int

@@ -57,6 +57,7 @@ EventKind = Literal[
     "reaper-error",
     "shutdown-released",
     "suspended",
+    "snoozed",
     "dead-lettered",
     "changestream-connected",
     "changestream-error",

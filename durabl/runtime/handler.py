@@ -1,6 +1,7 @@
 """What a run asks of a handler and gives it: a plain function, its payload parsed by the
-type's schema, the run's abort signal, :class:`SuspendRun` to hand its job back until
-later, and what each error it raises means for the job (:func:`failure_kind`).
+type's schema, the run's abort signal, :class:`SuspendRun` and :class:`Snooze` to hand
+its job back until later, and what each error it raises means for the job
+(:func:`failure_kind`).
 :class:`~durabl.runtime.run.ManagedRun` calls the handler with these."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from durabl.model.abort import AbortSignal
-from durabl.model.clock import Clock
+from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import TypeOptions
 from durabl.model.exceptions import FatalJobError
 from durabl.model.job import FailureKind, Job
@@ -66,6 +67,25 @@ class SuspendRun(Exception):
     def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
         super().__init__(reason)
         self.run_at = run_at
+
+
+class Snooze(Exception):
+    """Raise from a handler to run the job again ``seconds`` (a number or a
+    ``timedelta``) from now: it goes back to pending, its attempt is **not** used (so
+    ``max_attempts`` is not consumed) and its attempt history records ``snoozed``.
+
+    A plain ``Exception`` subclass, as :class:`~durabl.FatalJobError` is: handler code
+    raises it. A negative, infinite or non-numeric ``seconds`` is a ``ValueError`` here,
+    where it is raised (the run then fails as with any other error)."""
+
+    def __init__(self, seconds: Seconds) -> None:
+        self.seconds = to_seconds(seconds, "Snooze seconds")
+        super().__init__(f"snoozed for {self.seconds:g} s")
+
+
+#: What a handler raises to hand its job back without failing: the run's outcome is not an
+#: error (:class:`SuspendRun`, :class:`Snooze`).
+HANDED_BACK: tuple[type[Exception], ...] = (SuspendRun, Snooze)
 
 
 class InvalidPayload(PayloadValidationError):

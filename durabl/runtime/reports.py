@@ -12,7 +12,7 @@ from durabl.model.declared import TypeOptions
 from durabl.model.job import DEAD_LETTER_KINDS, FailureKind, Job, JobHandle, JobResult
 from durabl.model.reports import JobEvent
 from durabl.runtime.failures import error_text
-from durabl.runtime.handler import SuspendRun
+from durabl.runtime.handler import HANDED_BACK, Snooze, SuspendRun
 from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def report_outcome(
     extra = {"job_id": handle.id, "type": handle.type}
     if status in NOT_RECORDED:
         op = "complete" if error is None else "fail"
-        if isinstance(error, SuspendRun):
+        if isinstance(error, HANDED_BACK):
             op = "release"
         emit(queue, handle, "lease-lost", op=op)
         logger.warning("job %s: outcome not recorded (%s)", handle.id, status, extra=extra)
@@ -78,6 +78,10 @@ def report_outcome(
         logger.info("job %s cancelled", handle.id, extra=extra)
     elif isinstance(error, SuspendRun):
         emit(queue, handle, "suspended", duration=duration, extra={"run_at": error.run_at})
+    elif isinstance(error, Snooze):
+        snoozed = {"seconds": error.seconds}
+        emit(queue, handle, "snoozed", duration=duration, attempt=handle.attempts, extra=snoozed)
+        logger.info("job %s snoozed for %g s", handle.id, error.seconds, extra=extra)
     elif error is not None and fatal:
         emit(queue, handle, "fail-fatal", duration=duration, terminal=True, error=error)
         logger.error("job %s failed fatally: %s", handle.id, error_text(error), extra=extra)

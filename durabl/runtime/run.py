@@ -36,9 +36,23 @@ from durabl.model.options import BackoffPolicy
 from durabl.model.payload import check_result
 from durabl.model.sync import Flag
 from durabl.runtime.completer import Completer
-from durabl.runtime.ending import CancelWrite, ClaimWrite, FailWrite, ReleaseWrite, write_alone
+from durabl.runtime.ending import (
+    CancelWrite,
+    ClaimWrite,
+    FailWrite,
+    ReleaseWrite,
+    SnoozeWrite,
+    write_alone,
+)
 from durabl.runtime.failures import describe_error
-from durabl.runtime.handler import RunSignal, SuspendRun, failure_kind, parse_payload
+from durabl.runtime.handler import (
+    HANDED_BACK,
+    RunSignal,
+    Snooze,
+    SuspendRun,
+    failure_kind,
+    parse_payload,
+)
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
 from durabl.runtime.outages import log_failure
@@ -310,8 +324,8 @@ class ManagedRun:
             # The completer renews the lease until the outcome is written (none when lost).
             completer.submit(self, write, duration, lease=None if lost else self.heartbeat)
             handed_over = True
-            if isinstance(error, SuspendRun):
-                error = None  # a suspension is how the run ended, not a failure
+            if isinstance(error, HANDED_BACK):
+                error = None  # a suspension or a snooze is how the run ended, not a failure
             return RunOutcome(error, None, "handed-over")
         finally:
             if not handed_over:
@@ -329,6 +343,8 @@ class ManagedRun:
             return CancelWrite(job.id, job.claim_token, logs)
         if isinstance(error, SuspendRun):
             return ReleaseWrite(job.id, job.claim_token, logs, run_at=error.run_at)
+        if isinstance(error, Snooze):
+            return SnoozeWrite(job.id, job.claim_token, logs, error.seconds)
         kind = self._kind(error)
         if kind == "invalid-payload":
             return FailWrite(job.id, job.claim_token, str(error), logs, kind)
@@ -350,8 +366,8 @@ class ManagedRun:
             except Exception as exc:
                 result = exc
         disposition = self._reported(error, result, duration)
-        if isinstance(error, SuspendRun):
-            error = None  # a suspension is how the run ended, not a failure
+        if isinstance(error, HANDED_BACK):
+            error = None  # a suspension or a snooze is how the run ended, not a failure
         return RunOutcome(error, result if isinstance(result, JobResult) else None, disposition)
 
     def completion_written(self, result: JobResult | Exception, duration: float) -> None:

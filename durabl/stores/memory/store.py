@@ -306,7 +306,7 @@ class MemoryStore:
             return self.cancelled(rec, now)
         if not self.can_move(rec, "pending"):
             return self.superseded(rec, now)
-        self.move(rec, "pending", now, "released")
+        self.move(rec, "pending", now, release.outcome)
         rec.attempts -= 1
         if release.run_at is not None:
             rec.run_at = to_millis(release.run_at)
