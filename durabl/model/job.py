@@ -24,7 +24,9 @@ BackoffKind = _backoff.BackoffKind
 
 JobStatus = Literal["pending", "active", "completed", "failed", "superseded", "cancelled"]
 TerminalStatus = Literal["completed", "failed", "superseded", "cancelled"]
-FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
+FailureKind = Literal[
+    "retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload", "timed-out"
+]
 DedupeScope = Literal["pending+active", "pending"]
 
 STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
@@ -37,6 +39,7 @@ DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
     "fatal",
     "stalled",
     "invalid-payload",
+    "timed-out",
 )
 DEDUPE_SCOPES: tuple[DedupeScope, ...] = get_args(DedupeScope)
 
@@ -111,6 +114,9 @@ class Job(Generic[T]):
     #: The propagation headers stored at enqueue (W3C ``traceparent``/``tracestate``, see
     #: :mod:`durabl.tracing`); None when the job was enqueued without one.
     trace_context: Mapping[str, str] | None = field(default=None, repr=False)
+    #: The job's own time limit in seconds (``enqueue(timeout=)``), over its type's; None:
+    #: the type's, if it has one (see docs/concepts.md, Time limits).
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ EventKind = Literal[
     "shutdown-released",
     "suspended",
     "snoozed",
+    "timed-out",
     "dead-lettered",
     "changestream-connected",
     "changestream-error",

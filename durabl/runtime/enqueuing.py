@@ -34,6 +34,7 @@ class EnqueueOptions(TypedDict):
     backoff_max_delay: Seconds | None
     concurrency_key: str | None
     concurrency_limit: int | None
+    timeout: Seconds | None
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -80,6 +81,7 @@ class Enqueuing:
         backoff_max_delay: Seconds | None = None,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        timeout: Seconds | None = None,
         connection: object | None = None,
     ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
@@ -91,7 +93,10 @@ class Enqueuing:
 
         ``connection``: the caller's open database connection (a psycopg ``Connection``
         on ``PostgresJobQueue``; other stores raise ``ValueError``). The job is inserted
-        inside the transaction open on it: it exists if and only if that commits."""
+        inside the transaction open on it: it exists if and only if that commits.
+
+        ``timeout``: this job's time limit in seconds, over its type's (``@durabl.job`` or
+        :meth:`process`); see docs/concepts.md, Time limits."""
         options: EnqueueOptions = {
             "priority": priority,
             "delay": delay,
@@ -105,6 +110,7 @@ class Enqueuing:
             "backoff_max_delay": backoff_max_delay,
             "concurrency_key": concurrency_key,
             "concurrency_limit": concurrency_limit,
+            "timeout": timeout,
         }
         if connection is not None and self.immediate:
             raise ValueError(
@@ -143,6 +149,7 @@ class Enqueuing:
         backoff_max_delay: Seconds | None = None,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        timeout: Seconds | None = None,
         connection: object | None = None,
     ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
@@ -174,6 +181,7 @@ class Enqueuing:
             "backoff_max_delay": backoff_max_delay,
             "concurrency_key": None,
             "concurrency_limit": None,
+            "timeout": timeout,
         }
         job = self.types.new_job(type, data, options)
         self._ready()

@@ -57,10 +57,12 @@ def report_outcome(
     duration: float,
     *,
     fatal: bool,
+    kind: FailureKind | None = None,
 ) -> None:
     """The event and log line of a run of ``handle`` that ended with ``error`` (None: its
     handler returned) and whose ending write answered ``result``; ``fatal``: the error
-    fails the job at once."""
+    fails the job at once; ``kind``: the failure kind it is recorded with if it ends the
+    job (a terminal ``failed`` event says so in ``extra`` when it is ``timed-out``)."""
     status = result.status
     extra = {"job_id": handle.id, "type": handle.type}
     if status in NOT_RECORDED:
@@ -95,6 +97,7 @@ def report_outcome(
             terminal=terminal,
             error=error,
             attempt=handle.attempts,
+            extra={"failure_kind": kind} if terminal and kind == "timed-out" else {},
         )
         log = logger.error if terminal else logger.warning
         log(
@@ -106,6 +109,29 @@ def report_outcome(
             "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
             extra=extra,
         )
+
+
+def report_timed_out(
+    queue: EventSink,
+    handle: JobHandle[Any],
+    duration: float,
+    *,
+    limit: float,
+    abandoned: bool,
+    terminal: bool,
+) -> None:
+    """The ``timed-out`` event of a run of ``handle`` that passed its time ``limit`` and
+    whose failed attempt was recorded; ``abandoned``: its handler did not return within
+    the grace, and its thread was left behind."""
+    emit(
+        queue,
+        handle,
+        "timed-out",
+        duration=duration,
+        terminal=terminal,
+        attempt=handle.attempts,
+        extra={"timeout": limit, "abandoned": abandoned},
+    )
 
 
 def dead_letter(
