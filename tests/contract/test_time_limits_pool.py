@@ -102,7 +102,7 @@ def test_a_stuck_handler_is_abandoned_while_a_new_thread_keeps_the_type_running(
             for r in caplog.records
             if r.levelname == "ERROR"
         )
-        processor = queue._processors.by_type["t"]  # noqa: SLF001 - the pool's own count
+        processor = queue._processors.by_type["t"]  # the pool keeps the threads it left
         assert processor.abandoned_threads == [stuck[0]]
 
         before = queue.get_job(stuck_id)
