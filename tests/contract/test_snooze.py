@@ -4,6 +4,7 @@ fenced on the claim like any other ending write."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,8 @@ import durabl
 from durabl import Job, JobContext, JobEvent, JobQueue
 from durabl.model.job import JobResult
 from durabl.stores.base import Backend
-from durabl.testing import FakeClock
+from durabl.testing import FakeClock, wait_until
+from tests.conftest import BACKENDS, cleanup_backend, make_backend
 from tests.contract.support import VT, claim_one, enqueue_id, expire_leases, get
 
 
@@ -127,3 +129,38 @@ def test_a_bad_snooze_fails_the_attempt_with_a_clear_error(
     assert (job.status, job.attempts) == ("pending", 1)  # an ordinary failed attempt
     assert job.fail_reason is not None and "Snooze seconds" in job.fail_reason
     assert [a.outcome for a in job.attempt_history] == ["retry-scheduled"]
+
+
+@pytest.fixture(params=BACKENDS)
+def live(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Every store on the real clock, for a worker pool."""
+    store = make_backend(request.param)
+    store.startup()
+    yield store
+    cleanup_backend(store)
+
+
+def test_a_pool_snoozes_through_its_completer_and_runs_the_job_again(live: Any) -> None:
+    events: list[JobEvent] = []
+    queue = JobQueue(live, visibility_timeout=30, on_job_event=events.append)
+    runs: list[int] = []
+
+    def handler(job: Job[Any], ctx: JobContext) -> str:
+        runs.append(job.attempts)
+        if len(runs) == 1:
+            raise durabl.Snooze(0.2)
+        return "done"
+
+    try:
+        job_id = queue.enqueue("t", {}, max_attempts=1)
+        assert job_id is not None
+        queue.process("t", handler, poll_interval=0.05, heartbeat_interval=0.2)
+        assert wait_until(lambda: queue.get_job(job_id).status == "completed", timeout=15)
+    finally:
+        queue.shutdown(timeout=5)
+    job = queue.get_job(job_id)
+    assert job is not None
+    assert [a.outcome for a in job.attempt_history] == ["snoozed", "completed"]
+    assert (job.attempts, runs) == (1, [1, 1])
+    kinds = [e.kind for e in events if e.kind in ("snoozed", "completed", "failed")]
+    assert kinds == ["snoozed", "completed"]
