@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         global_queue,
         set_global_backend,
     )
+    from durabl.runtime.handler import Snooze
     from durabl.runtime.hooks import add_enqueue_hook, add_run_hook
     from durabl.runtime.queue import JobQueue
     from durabl.runtime.scheduler import declare as schedule
@@ -141,6 +142,7 @@ __all__ = [
     "PreparedStatementsError",
     "Seconds",
     "set_global_backend",
+    "Snooze",
     "SqliteJobQueue",
     "StartReaperResult",
     "StoreNotFoundError",
@@ -222,6 +224,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "global_queue",
         "set_global_backend",
     ),
+    "durabl.runtime.handler": ("Snooze",),
     "durabl.runtime.hooks": ("add_enqueue_hook", "add_run_hook"),
     "durabl.runtime.queue": ("JobQueue",),
     "durabl.runtime.scheduler": ("schedule:declare",),

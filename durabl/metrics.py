@@ -32,7 +32,14 @@ GAUGE_INTERVAL = 10.0
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 #: The event kinds the counters and the duration histogram are fed from (no other event
 #: is built for them).
-RECORDED_KINDS = ("completed", "failed", "fail-fatal", "lease-lost", "dead-lettered")
+RECORDED_KINDS = (
+    "completed",
+    "failed",
+    "fail-fatal",
+    "lease-lost",
+    "dead-lettered",
+    "timed-out",
+)
 DELAY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
@@ -92,6 +99,11 @@ COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("durabl_jobs_failed_total", "Jobs failed for good", ("type", "failure_kind")),
     ("durabl_jobs_retried_total", "Failed runs with a retry scheduled", ("type",)),
     ("durabl_lease_lost_total", "Runs whose lease was lost", ("type",)),
+    (
+        "durabl_runs_timed_out_total",
+        "Runs past their time limit; abandoned: the handler's thread was left behind",
+        ("type", "abandoned"),
+    ),
 )
 #: The histograms: name, help, buckets (labelled by ``type``).
 HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...]], ...] = (
@@ -102,7 +114,9 @@ HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...]], ...] = (
         DELAY_BUCKETS,
     ),
 )
-_ENQUEUED, _COMPLETED, _FAILED, _RETRIED, _LEASE_LOST = (name for name, _, _ in COUNTERS)
+_ENQUEUED, _COMPLETED, _FAILED, _RETRIED, _LEASE_LOST, _TIMED_OUT = (
+    name for name, _, _ in COUNTERS
+)
 _DURATION, _DELAY = (name for name, _, _ in HISTOGRAMS)
 
 
@@ -239,7 +253,8 @@ class QueueMetrics:
             tallies.count((_COMPLETED, type))
         elif kind == "failed":
             if event.terminal:
-                tallies.count((_FAILED, type, "retries-exhausted"))
+                kind_of = str(event.extra.get("failure_kind", "retries-exhausted"))
+                tallies.count((_FAILED, type, kind_of))
             else:
                 tallies.count((_RETRIED, type))
         elif kind == "fail-fatal":
@@ -247,9 +262,13 @@ class QueueMetrics:
         elif kind == "lease-lost":
             tallies.count((_LEASE_LOST, type))
             return
+        elif kind == "timed-out":
+            abandoned = "true" if event.extra.get("abandoned") else "false"
+            tallies.count((_TIMED_OUT, type, abandoned))
+            return
         elif kind == "dead-lettered":
             failure_kind = str(event.extra.get("failure_kind", ""))
-            if failure_kind not in ("retries-exhausted", "fatal"):  # counted above
+            if failure_kind not in ("retries-exhausted", "fatal", "timed-out"):  # counted above
                 tallies.count((_FAILED, type, failure_kind or "unknown"))
             return
         else:

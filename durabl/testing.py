@@ -24,7 +24,7 @@ from durabl.orchestrator.journal import (
     portable,
 )
 from durabl.orchestrator.limits import RunLimits
-from durabl.runtime.handler import RunSignal, SuspendRun
+from durabl.runtime.handler import RunSignal, Snooze, SuspendRun
 
 __all__ = ["FakeClock", "OrchestrationHarness", "SimulatedCrash", "wait_until"]
 
@@ -296,6 +296,9 @@ class OrchestrationHarness:
         except SuspendRun as suspend:
             self.status = "sleeping"
             self.wake_at = suspend.run_at
+        except Snooze as snooze:
+            self.status = "sleeping"
+            self.wake_at = now + timedelta(seconds=snooze.seconds)
         except Exception as exc:
             self.status = "failed"
             self.error = exc

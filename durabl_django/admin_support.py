@@ -69,6 +69,7 @@ KIND_LABELS: Mapping[str, str] = {
     "stalled": "Stalled",
     "interrupted": "Interrupted",
     "invalid-payload": "Invalid payload",
+    "timed-out": "Timed out",
 }
 _MAX_FILTER_LENGTH = 200
 _MAX_PAYLOAD_CHARS = 200_000

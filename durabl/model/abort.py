@@ -17,6 +17,9 @@ from durabl.model.sync import Flag
 LEASE_LOST = "lease-lost"
 LEASE_UNCONFIRMED = "lease-unconfirmed"
 SHUTDOWN = "shutdown"
+#: The run passed its time limit (``timeout=``): its attempt fails with failure kind
+#: ``timed-out``.
+TIMED_OUT = "timed-out"
 
 
 class JobAborted(DurablError):
@@ -95,9 +98,9 @@ class AbortSignal:
                 if remaining <= 0:
                     return False
                 step = min(step, remaining)
-            deadline = self._deadline
-            if deadline is not None:
-                step = min(step, max(deadline - self._clock.monotonic(), 0.001))
+            for until in (self._deadline, self.limit):  # wake to notice either one pass
+                if until is not None:
+                    step = min(step, max(until - self._clock.monotonic(), 0.001))
             if self._event.wait(step):
                 return True
         return True

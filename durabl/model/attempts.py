@@ -18,6 +18,7 @@ AttemptOutcome = Literal[
     "failed",
     "lease-lost",
     "released",
+    "snoozed",
     "stalled",
     "cancelled",
     "superseded",

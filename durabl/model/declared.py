@@ -14,7 +14,7 @@ from typing import Any
 
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job
-from durabl.model.options import build_new_job, check_job_type
+from durabl.model.options import build_new_job, check_job_type, check_timeout
 from durabl.model.schema import PayloadSchema
 
 #: The enqueue options a declared type may set defaults for (None: not set).
@@ -46,6 +46,8 @@ class TypeOptions:
     concurrency_key: ConcurrencyKey | None = None
     concurrency_limit: int | None = None
     rate_limit: tuple[int, float] | None = None
+    #: The time limit of each run of the type, in seconds (a job's own ``timeout`` wins).
+    timeout: float | None = None
 
     def enqueue_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The options of one enqueue: ``given`` (its None values meaning "not given"),
@@ -103,6 +105,7 @@ class DeclaredOptions:
     concurrency_key: ConcurrencyKey | None = None
     concurrency_limit: int | None = None
     rate_limit: tuple[int, Seconds] | None = None
+    timeout: Seconds | None = None
 
     def given_type_options(self) -> dict[str, Any]:
         """The per-type options given (not None), by name."""
@@ -152,6 +155,7 @@ def build_type_options(type: str, options: DeclaredOptions) -> TypeOptions:
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
         rate_limit=None if options.rate_limit is None else _check_rate_limit(options.rate_limit),
+        timeout=check_timeout(options.timeout),
     )
 
 

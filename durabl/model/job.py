@@ -24,7 +24,9 @@ BackoffKind = _backoff.BackoffKind
 
 JobStatus = Literal["pending", "active", "completed", "failed", "superseded", "cancelled"]
 TerminalStatus = Literal["completed", "failed", "superseded", "cancelled"]
-FailureKind = Literal["retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload"]
+FailureKind = Literal[
+    "retries-exhausted", "fatal", "stalled", "interrupted", "invalid-payload", "timed-out"
+]
 DedupeScope = Literal["pending+active", "pending"]
 
 STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
@@ -37,6 +39,7 @@ DEAD_LETTER_KINDS: tuple[FailureKind, ...] = (
     "fatal",
     "stalled",
     "invalid-payload",
+    "timed-out",
 )
 DEDUPE_SCOPES: tuple[DedupeScope, ...] = get_args(DedupeScope)
 
@@ -111,6 +114,9 @@ class Job(Generic[T]):
     #: The propagation headers stored at enqueue (W3C ``traceparent``/``tracestate``, see
     #: :mod:`durabl.tracing`); None when the job was enqueued without one.
     trace_context: Mapping[str, str] | None = field(default=None, repr=False)
+    #: The job's own time limit in seconds (``enqueue(timeout=)``), over its type's; None:
+    #: the type's, if it has one (see docs/concepts.md, Time limits).
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -213,10 +219,13 @@ class Failure:
 @dataclass(frozen=True)
 class Release:
     """A run handed back, as :meth:`FencedWrites.write_release` records it: pending again
-    at its old place in line, or at ``run_at``; ``timeout`` bounds the whole write."""
+    at its old place in line, or at ``run_at``; ``timeout`` bounds the whole write.
+    ``outcome`` is what the attempt's history entry says: ``released``, or ``snoozed``
+    when the handler asked to run again later (``raise durabl.Snooze``)."""
 
     run_at: datetime | None = None
     timeout: float | None = None
+    outcome: AttemptOutcome = "released"
 
 
 class FencedWrites(Protocol):
@@ -286,6 +295,13 @@ class FencedWrites(Protocol):
         attempt; ``superseded`` when a follower holds the pending slot. ``timeout`` bounds
         the whole write."""
         return self.write_release(job_id, token, Release(run_at, timeout), logs)
+
+    def snooze(
+        self, job_id: str, token: str, *, run_at: datetime, logs: Sequence[LogEntry] = ()
+    ) -> JobResult:
+        """As :meth:`release` to ``run_at`` (the attempt refunded), the attempt recorded
+        as ``snoozed``: the handler raised :class:`durabl.Snooze`."""
+        return self.write_release(job_id, token, Release(run_at, None, "snoozed"), logs)
 
     def append_journal(
         self, job_id: str, token: str, records: Sequence[JournalRecord], *, position: int

@@ -86,6 +86,8 @@ class NewJob:
     #: Propagation headers stored with the job (W3C ``traceparent``/``tracestate``),
     #: set by an enqueue hook such as :func:`durabl.tracing.instrument`'s; None: none.
     trace_context: dict[str, str] | None = None
+    #: The job's time limit in seconds (None: its type's, if any).
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.trace_context is not None:
@@ -136,6 +138,17 @@ def check_trace_context(value: Any) -> dict[str, str] | None:
             f"trace_context takes {size} bytes; a job keeps at most {MAX_TRACE_CONTEXT_BYTES}"
         )
     return checked or None
+
+
+def check_timeout(value: Seconds | None) -> float | None:
+    """A time limit in seconds (``timeout=`` of an enqueue, ``@durabl.job`` or
+    ``process()``): positive and finite, a number or a ``timedelta``; None: no limit."""
+    if value is None:
+        return None
+    seconds = to_seconds(value, "timeout")
+    if not seconds > 0:
+        raise ValueError(f"timeout must be positive, got {value!r}")
+    return seconds
 
 
 def check_queue_durations(
@@ -218,6 +231,7 @@ def build_new_job(
     concurrency_limit: int | None = None,
     debounce: Seconds | None = None,
     debounce_max: Seconds | None = None,
+    timeout: Seconds | None = None,
     now: datetime | None = None,
 ) -> NewJob:
     """Validate every enqueue option; raise before anything is written.
@@ -301,6 +315,7 @@ def build_new_job(
         concurrency_limit=key_limit,
         debounce=wait,
         debounce_max=wait_max,
+        timeout=check_timeout(timeout),
     )
 
 

@@ -57,6 +57,8 @@ EventKind = Literal[
     "reaper-error",
     "shutdown-released",
     "suspended",
+    "snoozed",
+    "timed-out",
     "dead-lettered",
     "changestream-connected",
     "changestream-error",

@@ -97,5 +97,6 @@ def job_from_row(
             "lease_expires_at": None,
             "result": None if stored is None else decode_payload(stored),
             "trace_context": decode_trace_context(row["trace_context"]),
+            "timeout": row["timeout"],
         }
     )

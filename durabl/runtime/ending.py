@@ -2,12 +2,12 @@
 
 A run builds exactly one such write for its claim (``ManagedRun._ending``), from how its
 handler ended: a :class:`~durabl.stores.base.Completion` (the record
-``Backend.complete_many`` takes), a :class:`FailWrite`, a :class:`ReleaseWrite` or a
-:class:`CancelWrite`. The run writes it itself with :func:`write_alone`, or hands it to
-its processor's completer, which passes the completions waiting at that moment to one
-``complete_many`` call as they are, and writes any other (or a completion its batch could
-not carry) with :func:`write_alone`. So what a write carries is decided in one place, and
-turned into a store call on its own in one place.
+``Backend.complete_many`` takes), a :class:`FailWrite`, a :class:`ReleaseWrite`, a
+:class:`SnoozeWrite` or a :class:`CancelWrite`. The run writes it itself with
+:func:`write_alone`, or hands it to its processor's completer, which passes the completions
+waiting at that moment to one ``complete_many`` call as they are, and writes any other (or
+a completion its batch could not carry) with :func:`write_alone`. So what a write carries is
+decided in one place, and turned into a store call on its own in one place.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from durabl.model.backoff import DEFAULT_BACKOFF_MAX_DELAY, BackoffPolicy
+from durabl.model.backoff import DEFAULT_BACKOFF_MAX_DELAY, LATEST_INSTANT, BackoffPolicy
 from durabl.model.job import FailureKind, JobResult, LogEntry
 from durabl.stores.base import Backend, Completion
 
@@ -79,6 +79,30 @@ class ReleaseWrite:
 
 
 @dataclass(frozen=True)
+class SnoozeWrite:
+    """The handler raised :class:`~durabl.Snooze`: the claim handed back, its attempt
+    refunded, due ``seconds`` after the store's now when written (read in the write, as a
+    retry's wait is), the attempt recorded ``snoozed``."""
+
+    job_id: str
+    token: str
+    logs: Sequence[LogEntry]
+    seconds: float
+
+    def write(self, backend: Backend) -> JobResult:
+        return backend.snooze(
+            self.job_id, self.token, run_at=self.run_at(backend.now()), logs=self.logs
+        )
+
+    def run_at(self, now: datetime) -> datetime:
+        """When the job is due again, snoozed at ``now`` (capped where a datetime ends)."""
+        try:
+            return now + timedelta(seconds=self.seconds)
+        except OverflowError:
+            return LATEST_INSTANT
+
+
+@dataclass(frozen=True)
 class CancelWrite:
     """A run whose cancellation was requested (``queue.cancel``) and that did not
     complete: the job ends ``cancelled``."""
@@ -92,7 +116,7 @@ class CancelWrite:
 
 
 #: The one write that ends a claim.
-ClaimWrite = Completion | FailWrite | ReleaseWrite | CancelWrite
+ClaimWrite = Completion | FailWrite | ReleaseWrite | SnoozeWrite | CancelWrite
 
 
 def write_alone(backend: Backend, write: ClaimWrite) -> JobResult:

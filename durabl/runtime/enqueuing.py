@@ -36,6 +36,7 @@ class EnqueueOptions(TypedDict):
     concurrency_limit: int | None
     debounce: Seconds | None
     debounce_max: Seconds | None
+    timeout: Seconds | None
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -86,6 +87,7 @@ class Enqueuing:
         concurrency_limit: int | None = None,
         debounce: Seconds | None = None,
         debounce_max: Seconds | None = None,
+        timeout: Seconds | None = None,
         connection: object | None = None,
     ) -> str | None:
         """Store a job; its id, or None when its dedupe slot is taken (see the docs).
@@ -102,7 +104,9 @@ class Enqueuing:
         ``debounce`` (seconds, with a ``dedupe_key``): the job is due ``debounce`` seconds
         after the last enqueue of its key while it is pending; a later enqueue that finds it
         pending pushes its run_at (and returns None, as a taken slot does), never past
-        its first enqueue + ``debounce_max``. See docs/concepts.md, "Debounce"."""
+        its first enqueue + ``debounce_max``. See docs/concepts.md, "Debounce".
+        ``timeout``: this job's time limit in seconds, over its type's (``@durabl.job`` or
+        :meth:`process`); see docs/concepts.md, Time limits."""
         options: EnqueueOptions = {
             "priority": priority,
             "delay": delay,
@@ -118,6 +122,7 @@ class Enqueuing:
             "concurrency_limit": concurrency_limit,
             "debounce": debounce,
             "debounce_max": debounce_max,
+            "timeout": timeout,
         }
         if connection is not None and self.immediate:
             raise ValueError(
@@ -159,6 +164,7 @@ class Enqueuing:
         concurrency_limit: int | None = None,
         debounce: Seconds | None = None,
         debounce_max: Seconds | None = None,
+        timeout: Seconds | None = None,
         connection: object | None = None,
     ) -> JobHandle[Any] | None:
         """Create the job already claimed when its dedupe key allows a run now, for
@@ -194,6 +200,7 @@ class Enqueuing:
             "concurrency_limit": None,
             "debounce": None,
             "debounce_max": None,
+            "timeout": timeout,
         }
         job = self.types.new_job(type, data, options)
         self._ready()

@@ -1,6 +1,7 @@
 """What a run asks of a handler and gives it: a plain function, its payload parsed by the
-type's schema, the run's abort signal, :class:`SuspendRun` to hand its job back until
-later, and what each error it raises means for the job (:func:`failure_kind`).
+type's schema, the run's abort signal, :class:`SuspendRun` and :class:`Snooze` to hand
+its job back until later, and what each error it raises means for the job
+(:func:`failure_kind`).
 :class:`~durabl.runtime.run.ManagedRun` calls the handler with these."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import inspect
 from datetime import datetime
 from typing import Any
 
-from durabl.model.abort import AbortSignal
-from durabl.model.clock import Clock
+from durabl.model.abort import TIMED_OUT, AbortSignal
+from durabl.model.clock import Clock, Seconds, to_seconds
 from durabl.model.declared import TypeOptions
 from durabl.model.exceptions import FatalJobError
 from durabl.model.job import FailureKind, Job
@@ -34,27 +35,51 @@ def check_plain_function(function: object, what: str, runs: str) -> None:
 class RunSignal(AbortSignal):
     """The abort signal of a managed run: the lease deadline, plus an optional *limit*
     (a step timeout or a run's maximum duration) that aborts the run with its own reason
-    once passed. The heartbeat stops renewing as soon as the signal aborts, so a run held
-    past its limit by a hung call loses its lease instead of renewing it forever."""
+    once passed, and the run's *time limit* (``timeout=``), which aborts it with
+    ``timed-out``; the two are kept apart, so an orchestration's step limits never undo
+    the run's. The heartbeat stops renewing as soon as the signal aborts, so a run held
+    past its limit by a hung call loses its lease instead of renewing it forever (unless
+    a worker pool will abandon it, see :class:`~durabl.runtime.run.ManagedRun`)."""
 
     def __init__(self, clock: Clock, deadline: float | None = None) -> None:
         super().__init__(clock, deadline)
         self._limit: tuple[float, str] | None = None
+        self._time_limit: float | None = None
 
     def set_limit(self, at: float | None, reason: str = "limit") -> None:
         """Abort with ``reason`` once the monotonic clock reaches ``at`` (None: no limit)."""
         with self._lock:
             self._limit = None if at is None else (at, reason)
 
+    def set_time_limit(self, at: float) -> None:
+        """Abort with ``timed-out`` once the monotonic clock reaches ``at``."""
+        with self._lock:
+            self._time_limit = at
+
     @property
     def limit(self) -> float | None:
-        limit = self._limit
-        return None if limit is None else limit[0]
+        """The earlier of the limit and the time limit, while not aborted (once it is,
+        neither matters: nothing waits for them)."""
+        if self._reason is not None:
+            return None
+        limit, time_limit = self._limit, self._time_limit
+        if limit is None:
+            return time_limit
+        return limit[0] if time_limit is None else min(limit[0], time_limit)
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the run was aborted by its time limit."""
+        return self._time_limit is not None and self.reason == TIMED_OUT
 
     def _check_deadline(self) -> None:
-        limit = self._limit
-        if limit is not None and self._reason is None and self._clock.monotonic() >= limit[0]:
-            self.abort(limit[1])
+        if self._reason is None:
+            now = self._clock.monotonic()
+            time_limit, limit = self._time_limit, self._limit
+            if time_limit is not None and now >= time_limit:
+                self.abort(TIMED_OUT)
+            elif limit is not None and now >= limit[0]:
+                self.abort(limit[1])
         super()._check_deadline()
 
 
@@ -66,6 +91,25 @@ class SuspendRun(Exception):
     def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
         super().__init__(reason)
         self.run_at = run_at
+
+
+class Snooze(Exception):
+    """Raise from a handler to run the job again ``seconds`` (a number or a
+    ``timedelta``) from now: it goes back to pending, its attempt is **not** used (so
+    ``max_attempts`` is not consumed) and its attempt history records ``snoozed``.
+
+    A plain ``Exception`` subclass, as :class:`~durabl.FatalJobError` is: handler code
+    raises it. A negative, infinite or non-numeric ``seconds`` is a ``ValueError`` here,
+    where it is raised (the run then fails as with any other error)."""
+
+    def __init__(self, seconds: Seconds) -> None:
+        self.seconds = to_seconds(seconds, "Snooze seconds")
+        super().__init__(f"snoozed for {self.seconds:g} s")
+
+
+#: What a handler raises to hand its job back without failing: the run's outcome is not an
+#: error (:class:`SuspendRun`, :class:`Snooze`).
+HANDED_BACK: tuple[type[Exception], ...] = (SuspendRun, Snooze)
 
 
 class InvalidPayload(PayloadValidationError):

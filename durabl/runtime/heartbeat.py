@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
-from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, AbortSignal, LogBuffer
+from durabl.model.abort import LEASE_LOST, LEASE_UNCONFIRMED, TIMED_OUT, AbortSignal, LogBuffer
 from durabl.model.clock import SYSTEM_CLOCK, Clock
 from durabl.model.job import CANCELLED
 from durabl.model.sync import Flag
@@ -55,6 +55,8 @@ class Heartbeat:
     interval: float
     visibility_timeout: float
     on_lease_lost: Callable[[], None] | None = None
+    #: Renew on after the run's signal aborted with ``timed-out`` (until stopped).
+    renews_past_time_limit: bool = field(default=False, init=False)
     beats: int = field(default=0, init=False)
     #: Set when a renewal made while the run's outcome waited to be written answered
     #: ``lease-lost`` (:meth:`renew_waiting`): the outcome must not be written then.
@@ -140,7 +142,7 @@ class Heartbeat:
 
     def tick(self) -> bool:
         """What to do when a wait ends: renew if due. False once renewing is over."""
-        if self.signal.aborted:
+        if self.signal.aborted and not self._in_grace():
             # Lease trouble is reported; shutdown and a run's own limits are not.
             lost = self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
             if self.on_lease_lost is not None and lost:
@@ -150,6 +152,11 @@ class Heartbeat:
             return True
         self._due = self.clock.monotonic() + self.interval
         return self.beat() != "lease-lost"
+
+    def _in_grace(self) -> bool:
+        """Past its time limit, a run a worker pool will abandon keeps its lease until
+        then: its attempt is recorded ``timed-out`` by this process, not by the reaper."""
+        return self.renews_past_time_limit and self.signal.reason == TIMED_OUT
 
     def next_wait(self) -> float:
         """Sleep until the next renewal, but wake by the lease deadline to notice it."""

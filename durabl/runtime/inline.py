@@ -3,9 +3,9 @@ same-key followers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from durabl.model.abort import Handler
 from durabl.model.exceptions import QueueShutdownError
@@ -14,6 +14,34 @@ from durabl.model.options import NewJob
 from durabl.runtime.failures import is_interrupt
 from durabl.runtime.reports import emit_claimed
 from durabl.runtime.run import ManagedRun, Runtime
+
+
+class OneAtATime(Protocol):
+    """A processor, as :func:`run_due` drives it: one job at a time."""
+
+    def process_one(self) -> bool:
+        """Claim and run one job in the calling thread; False when none was due."""
+        ...
+
+
+def run_due(
+    processors: Sequence[OneAtATime], *, limit: int | None, closing: Callable[[], bool]
+) -> int:
+    """Run due jobs of ``processors`` in the calling thread, in turn, until none is due,
+    ``limit`` ran, or ``closing()`` says the queue is shutting down. How many ran."""
+    ran = 0
+    progress = True
+    while progress and (limit is None or ran < limit):
+        progress = False
+        for processor in processors:
+            if limit is not None and ran >= limit:
+                break
+            if closing():
+                return ran
+            if processor.process_one():
+                ran += 1
+                progress = True
+    return ran
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         concurrency_key: ConcurrencyKey | None = None,
         concurrency_limit: int | None = None,
         rate_limit: tuple[int, Seconds] | None = None,
+        timeout: Seconds | None = None,
         **unexpected: NoReturn,
     ) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
@@ -247,8 +248,9 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         Return completes the job; an ``Exception`` retries it; ``FatalJobError`` fails it
         at once. ``poll_interval`` defaults to 5 s, or 60 s while push pickup is active.
         The per-type options of ``@durabl.job`` (``schema``, ``on_dead_letter``, enqueue
-        defaults, ...) may be given here instead; given, they replace the declared ones
-        for this queue.
+        defaults, ``timeout``, ...) may be given here instead; given, they replace the
+        declared ones for this queue. ``timeout``: the time limit of each run in seconds
+        (a job's own ``enqueue(timeout=)`` wins); see docs/concepts.md, Time limits.
         """
         check_keywords("process()", unexpected, ())  # named as the call is written
         given = DeclaredOptions(
@@ -266,6 +268,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
             rate_limit=rate_limit,
+            timeout=timeout,
         )
         processor = self._register(type, handler, given)
         declared = self.type_options(type)
@@ -295,6 +298,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         concurrency_key: ConcurrencyKey | None = None,
         concurrency_limit: int | None = None,
         rate_limit: tuple[int, Seconds] | None = None,
+        timeout: Seconds | None = None,
         **unexpected: NoReturn,
     ) -> Processor:
         """Declare the handler for ``type`` without starting threads: jobs then run only
@@ -316,6 +320,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
             rate_limit=rate_limit,
+            timeout=timeout,
         )
         return self._register(type, handler, given)
 

@@ -12,7 +12,7 @@ from durabl.model.declared import TypeOptions
 from durabl.model.job import DEAD_LETTER_KINDS, FailureKind, Job, JobHandle, JobResult
 from durabl.model.reports import JobEvent
 from durabl.runtime.failures import error_text
-from durabl.runtime.handler import SuspendRun
+from durabl.runtime.handler import HANDED_BACK, Snooze, SuspendRun
 from durabl.stores.base import Backend
 
 logger = logging.getLogger(__name__)
@@ -57,15 +57,17 @@ def report_outcome(
     duration: float,
     *,
     fatal: bool,
+    kind: FailureKind | None = None,
 ) -> None:
     """The event and log line of a run of ``handle`` that ended with ``error`` (None: its
     handler returned) and whose ending write answered ``result``; ``fatal``: the error
-    fails the job at once."""
+    fails the job at once; ``kind``: the failure kind it is recorded with if it ends the
+    job (a terminal ``failed`` event says so in ``extra`` when it is ``timed-out``)."""
     status = result.status
     extra = {"job_id": handle.id, "type": handle.type}
     if status in NOT_RECORDED:
         op = "complete" if error is None else "fail"
-        if isinstance(error, SuspendRun):
+        if isinstance(error, HANDED_BACK):
             op = "release"
         emit(queue, handle, "lease-lost", op=op)
         logger.warning("job %s: outcome not recorded (%s)", handle.id, status, extra=extra)
@@ -78,6 +80,10 @@ def report_outcome(
         logger.info("job %s cancelled", handle.id, extra=extra)
     elif isinstance(error, SuspendRun):
         emit(queue, handle, "suspended", duration=duration, extra={"run_at": error.run_at})
+    elif isinstance(error, Snooze):
+        snoozed = {"seconds": error.seconds}
+        emit(queue, handle, "snoozed", duration=duration, attempt=handle.attempts, extra=snoozed)
+        logger.info("job %s snoozed for %g s", handle.id, error.seconds, extra=extra)
     elif error is not None and fatal:
         emit(queue, handle, "fail-fatal", duration=duration, terminal=True, error=error)
         logger.error("job %s failed fatally: %s", handle.id, error_text(error), extra=extra)
@@ -91,6 +97,7 @@ def report_outcome(
             terminal=terminal,
             error=error,
             attempt=handle.attempts,
+            extra={"failure_kind": kind} if terminal and kind == "timed-out" else {},
         )
         log = logger.error if terminal else logger.warning
         log(
@@ -102,6 +109,29 @@ def report_outcome(
             "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
             extra=extra,
         )
+
+
+def report_timed_out(
+    queue: EventSink,
+    handle: JobHandle[Any],
+    duration: float,
+    *,
+    limit: float,
+    abandoned: bool,
+    terminal: bool,
+) -> None:
+    """The ``timed-out`` event of a run of ``handle`` that passed its time ``limit`` and
+    whose failed attempt was recorded; ``abandoned``: its handler did not return within
+    the grace, and its thread was left behind."""
+    emit(
+        queue,
+        handle,
+        "timed-out",
+        duration=duration,
+        terminal=terminal,
+        attempt=handle.attempts,
+        extra={"timeout": limit, "abandoned": abandoned},
+    )
 
 
 def dead_letter(

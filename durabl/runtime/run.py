@@ -36,14 +36,35 @@ from durabl.model.options import BackoffPolicy
 from durabl.model.payload import check_result
 from durabl.model.sync import Flag
 from durabl.runtime.completer import Completer
-from durabl.runtime.ending import CancelWrite, ClaimWrite, FailWrite, ReleaseWrite, write_alone
+from durabl.runtime.ending import (
+    CancelWrite,
+    ClaimWrite,
+    FailWrite,
+    ReleaseWrite,
+    SnoozeWrite,
+    write_alone,
+)
 from durabl.runtime.failures import describe_error
-from durabl.runtime.handler import RunSignal, SuspendRun, failure_kind, parse_payload
+from durabl.runtime.handler import (
+    HANDED_BACK,
+    RunSignal,
+    Snooze,
+    SuspendRun,
+    failure_kind,
+    parse_payload,
+)
 from durabl.runtime.heartbeat import Heartbeat, HeartbeatThread
 from durabl.runtime.hooks import RunHooks
 from durabl.runtime.outages import log_failure
 from durabl.runtime.registry import RunRegistry
-from durabl.runtime.reports import NOT_RECORDED, EventSink, dead_letter, emit, report_outcome
+from durabl.runtime.reports import (
+    NOT_RECORDED,
+    EventSink,
+    dead_letter,
+    emit,
+    report_outcome,
+)
+from durabl.runtime.timeouts import TimeLimitedRun, TimeLimits
 from durabl.stores.base import Completion
 
 logger = logging.getLogger(__name__)
@@ -87,8 +108,9 @@ class RunOutcome:
     error: BaseException | None
     result: JobResult | None
     #: "written" (the store has the outcome), "lease-lost" (write suppressed),
-    #: "released" (shutdown took the claim back), "write-failed", or "handed-over"
-    #: (a completer writes the outcome; the run's ``done`` event is set once it has).
+    #: "released" (shutdown took the claim back), "write-failed", "handed-over"
+    #: (a completer writes the outcome; the run's ``done`` event is set once it has), or
+    #: "abandoned" (past its time limit and grace: the claim was handed back without it).
     disposition: str
 
     @property
@@ -96,7 +118,7 @@ class RunOutcome:
         return self.result.status if self.result else None
 
 
-class ManagedRun:
+class ManagedRun(TimeLimitedRun):
     """One claim, run once: the one owner of a claim's life.
 
     Created from a claim, the run tracks itself in its queue's registry; it starts and
@@ -109,6 +131,7 @@ class ManagedRun:
     shutdown.
     """
 
+    runtime: Runtime
     # Set only when the outcome is handed to a completer (the hot path sets neither):
     #: The handler's error, for the report made once the completer has written.
     _error: BaseException | None = None
@@ -184,6 +207,7 @@ class ManagedRun:
         self,
         heartbeat_host: HeartbeatThread | None = None,
         completer: Completer[ManagedRun] | None = None,
+        limits: TimeLimits | None = None,
     ) -> RunOutcome:
         """Run the handler and record its outcome. Never raises the handler's error.
 
@@ -192,7 +216,8 @@ class ManagedRun:
         ``completer``, the write that ends the claim is handed to it (outcome
         ``handed-over``): it writes completions in batches and any other write on its own,
         then calls :meth:`completion_written`; the run stays tracked until then. Without
-        one, the write is made in the calling thread."""
+        one, the write is made in the calling thread. ``limits``: the worker pool's watch
+        of time limits, which abandons the run one heartbeat interval past its limit."""
         with self._lock:
             if self._state != "new":
                 self._over()
@@ -203,6 +228,7 @@ class ManagedRun:
             return self._end(None, 0.0, completer)  # lease-lost: the handler never runs
         if self.reserved:
             self._mark_started(completer)
+        self._start_time_limit(started, limits)
         self.heartbeat.start(heartbeat_host)
         error: BaseException | None = None
         try:
@@ -227,7 +253,7 @@ class ManagedRun:
             outcome = self._finish(error, duration, completer)
             return outcome
         finally:
-            if outcome is None or outcome.disposition != "handed-over":
+            if outcome is None or outcome.disposition not in ("handed-over", "abandoned"):
                 self._over()
 
     @staticmethod
@@ -252,6 +278,7 @@ class ManagedRun:
         """The run is over (written, lost, released or refused): nobody waits for it."""
         self.runtime.runs.untrack(self)
         self.done.set()
+        self._forget_time_limit()
 
     # -- fenced writes a managed handler issues through its run ----------------------------
     def renew(self) -> str | None:
@@ -294,10 +321,11 @@ class ManagedRun:
     ) -> RunOutcome:
         with self._lock:
             if self._state != "running":
-                return RunOutcome(error, None, "released")
+                return RunOutcome(error, None, "abandoned" if self.abandoned else "released")
             self._state = "finishing"
         # Decided here, once the heartbeat has stopped: nothing aborts the signal later.
         lost = self.signal.aborted and self.signal.reason in (LEASE_LOST, LEASE_UNCONFIRMED)
+        error = self._past_time_limit(error)
         handed_over = False
         try:
             write = None if lost else self._ending(error)
@@ -310,8 +338,8 @@ class ManagedRun:
             # The completer renews the lease until the outcome is written (none when lost).
             completer.submit(self, write, duration, lease=None if lost else self.heartbeat)
             handed_over = True
-            if isinstance(error, SuspendRun):
-                error = None  # a suspension is how the run ended, not a failure
+            if isinstance(error, HANDED_BACK):
+                error = None  # a suspension or a snooze is how the run ended, not a failure
             return RunOutcome(error, None, "handed-over")
         finally:
             if not handed_over:
@@ -323,12 +351,16 @@ class ManagedRun:
         ``error`` (None: it returned) means for the job, with the lines it logged."""
         job = self.handle
         logs = self.logs.take()  # once: a write tried again carries the same lines
+        if self._timed_out:
+            return self._timed_out_write(error, logs)
         if error is None:
             return Completion(job.id, job.claim_token, logs, self._result)
         if self.signal.aborted and self.signal.reason == CANCELLED:
             return CancelWrite(job.id, job.claim_token, logs)
         if isinstance(error, SuspendRun):
             return ReleaseWrite(job.id, job.claim_token, logs, run_at=error.run_at)
+        if isinstance(error, Snooze):
+            return SnoozeWrite(job.id, job.claim_token, logs, error.seconds)
         kind = self._kind(error)
         if kind == "invalid-payload":
             return FailWrite(job.id, job.claim_token, str(error), logs, kind)
@@ -350,8 +382,8 @@ class ManagedRun:
             except Exception as exc:
                 result = exc
         disposition = self._reported(error, result, duration)
-        if isinstance(error, SuspendRun):
-            error = None  # a suspension is how the run ended, not a failure
+        if isinstance(error, HANDED_BACK):
+            error = None  # a suspension or a snooze is how the run ended, not a failure
         return RunOutcome(error, result if isinstance(result, JobResult) else None, disposition)
 
     def completion_written(self, result: JobResult | Exception, duration: float) -> None:
@@ -379,8 +411,10 @@ class ManagedRun:
             return "write-failed"
         kind = None if error is None else self._kind(error)
         fatal = kind in ("fatal", "invalid-payload")
-        report_outcome(self.runtime, self.handle, error, result, duration, fatal=fatal)
+        report_outcome(self.runtime, self.handle, error, result, duration, fatal=fatal, kind=kind)
         status = result.status
+        if self._timed_out and status not in NOT_RECORDED:
+            self._report_timed_out(duration, terminal=status == "failed-terminal")
         if kind is not None and status == "failed-terminal":
             dead_letter(self.runtime, self.handle.type, self.handle.id, kind)
         return "lease-lost" if status in NOT_RECORDED else "written"
@@ -392,6 +426,8 @@ class ManagedRun:
 
     def _kind(self, error: BaseException) -> FailureKind:
         """The failure kind a terminal failure with ``error`` is recorded as."""
+        if self._timed_out:
+            return "timed-out"
         handler = self.handler
         fatal = handler.fatal_errors if isinstance(handler, ManagedHandler) else ()
         return failure_kind(error, fatal)

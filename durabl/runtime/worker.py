@@ -14,7 +14,7 @@ import queue as queue_module
 import random
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from durabl.model.abort import Handler
@@ -27,10 +27,12 @@ from durabl.runtime.completer import Completer
 from durabl.runtime.failures import is_interrupt
 from durabl.runtime.handler import check_plain_function
 from durabl.runtime.heartbeat import HeartbeatThread, LeaseKeeper, heartbeat_outage_log
+from durabl.runtime.inline import run_due
 from durabl.runtime.outages import OutageLog
 from durabl.runtime.pacing import next_poll_wait
 from durabl.runtime.reports import emit_claimed
 from durabl.runtime.run import ManagedRun, Runtime
+from durabl.runtime.timeouts import PoolTimeLimits
 
 logger = logging.getLogger(__name__)
 
@@ -71,26 +73,6 @@ def check_registration(
                 "heartbeat_interval must be positive and shorter than the visibility timeout"
             )
     return interval, beat
-
-
-def run_due(
-    processors: Sequence[Processor], *, limit: int | None, closing: Callable[[], bool]
-) -> int:
-    """Run due jobs of ``processors`` in the calling thread, in turn, until none is due,
-    ``limit`` ran, or ``closing()`` says the queue is shutting down. How many ran."""
-    ran = 0
-    progress = True
-    while progress and (limit is None or ran < limit):
-        progress = False
-        for processor in processors:
-            if limit is not None and ran >= limit:
-                break
-            if closing():
-                return ran
-            if processor.process_one():
-                ran += 1
-                progress = True
-    return ran
 
 
 @dataclass(eq=False)
@@ -232,6 +214,8 @@ class Processor:
     takes_keys: bool = False
     rand: Callable[[], float] = random.random
     polls: int = field(default=0, init=False)
+    #: Worker threads left behind, each stuck in a handler past its time limit.
+    abandoned_threads: list[threading.Thread | None] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self._handoff: queue_module.SimpleQueue[ManagedRun | None] = queue_module.SimpleQueue()
@@ -247,6 +231,7 @@ class Processor:
         self._poller: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
         self._hosts: list[HeartbeatThread] = []
+        self._named = 0  # worker threads started: the next one's number
         # One line when claims start failing and one when they work again, not one a poll.
         self.claim_failures = OutageLog(
             logger,
@@ -266,6 +251,9 @@ class Processor:
             clock=self.runtime.clock,
             leases=LeaseKeeper(f"durabl-leases-{self.type}", failures=self.heartbeat_failures),
         )
+        #: Abandons runs past their time limit and grace, replacing their threads.
+        self.time_limits = PoolTimeLimits(self.type, self.handler, self.runtime, self.completer)
+        self.time_limits.on_abandoned = self._replace_worker
 
     # -- one step, for tests and for the poller ------------------------------------------
     def free_slots(self) -> int:
@@ -358,22 +346,39 @@ class Processor:
 
     # -- threads --------------------------------------------------------------------------
     def start(self) -> None:
-        for n in range(self.concurrency):
-            host = HeartbeatThread(
-                f"durabl-heartbeat-{self.type}-{n}",
-                self.heartbeat_interval or self.runtime.visibility_timeout / 3,
-                failures=self.heartbeat_failures,
-            )
-            self._hosts.append(host)
-            thread = threading.Thread(
-                target=self._work, args=(host,), name=f"durabl-worker-{self.type}-{n}", daemon=True
-            )
-            thread.start()
-            self._workers.append(thread)
+        for _ in range(self.concurrency):
+            self._start_worker()
         self._poller = threading.Thread(
             target=self._poll_loop, name=f"durabl-poller-{self.type}", daemon=True
         )
         self._poller.start()
+
+    def _start_worker(self) -> None:
+        n, self._named = self._named, self._named + 1
+        host = HeartbeatThread(
+            f"durabl-heartbeat-{self.type}-{n}",
+            self.heartbeat_interval or self.runtime.visibility_timeout / 3,
+            failures=self.heartbeat_failures,
+        )
+        self._hosts.append(host)
+        thread = threading.Thread(
+            target=self._work, args=(host,), name=f"durabl-worker-{self.type}-{n}", daemon=True
+        )
+        thread.start()
+        self._workers.append(thread)
+
+    def _replace_worker(self, stuck: threading.Thread | None) -> None:
+        """A run of ``stuck`` was abandoned past its time limit: its slot is free (the
+        stuck thread leaves the pool once its handler returns, without accounting for
+        it), and a new worker thread takes its place, so the type keeps its concurrency."""
+        with self._lock:
+            self._outstanding -= 1
+            if stuck in self._workers:
+                self._workers.remove(stuck)
+            self.abandoned_threads.append(stuck)
+        if not self._stopping.is_set():
+            self._start_worker()
+        self._wake.set()
 
     def wake(self, count: int = 1) -> None:
         """Poll now: ``count`` jobs of this type became due (an enqueue in this process, or
@@ -425,19 +430,21 @@ class Processor:
                 return
             started = self.runtime.clock.monotonic()
             try:
-                run.execute(heartbeats, self.completer)
+                run.execute(heartbeats, self.completer, self.time_limits.for_run(run))
             except BaseException:
                 logger.exception("worker for %s stopped by an exception", self.type)
-            finally:
-                took = self.runtime.clock.monotonic() - started
-                with self._lock:
-                    self._outstanding -= 1
-                    avg = self._run_seconds
-                    self._run_seconds = took if avg is None else avg + (took - avg) / 8
-                    # Refill once the read-ahead has drained, so claims come in batches.
-                    more = self._maybe_more and self._outstanding <= self.concurrency
-                if more or (run.done.is_set() and self._frees_a_follower(run)):
-                    self._wake.set()
+            if run.abandoned:  # another thread took this one's place: leave the pool
+                heartbeats.close(0)
+                return
+            took = self.runtime.clock.monotonic() - started
+            with self._lock:
+                self._outstanding -= 1
+                avg = self._run_seconds
+                self._run_seconds = took if avg is None else avg + (took - avg) / 8
+                # Refill once the read-ahead has drained, so claims come in batches.
+                more = self._maybe_more and self._outstanding <= self.concurrency
+            if more or (run.done.is_set() and self._frees_a_follower(run)):
+                self._wake.set()
 
     @staticmethod
     def _frees_a_follower(run: ManagedRun) -> bool:
@@ -477,6 +484,7 @@ class Processor:
             thread.join(max(until - clock.monotonic(), 0.0))
         for host in self._hosts:  # idle by now: every run's heartbeat has stopped
             host.close(max(until - clock.monotonic(), 0.0))
+        self.time_limits.close(max(until - clock.monotonic(), 0.0))
         return [t.name for t in self._workers if t.is_alive()]
 
     def close_completer(self, timeout: float) -> int:

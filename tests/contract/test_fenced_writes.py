@@ -23,6 +23,7 @@ WRITES: dict[str, Write] = {
     "fail": lambda b, i, t, c: b.fail(i, t, "boom", retry_at=c.now()),
     "fail_fatal": lambda b, i, t, c: b.fail_fatal(i, t, "boom"),
     "release": lambda b, i, t, c: b.release(i, t),
+    "snooze": lambda b, i, t, c: b.snooze(i, t, run_at=c.now()),
 }
 
 

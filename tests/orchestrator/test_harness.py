@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import durabl
 from durabl import FatalJobError, Job, JournalTooLarge, NondeterminismError, NonRetryable
 from durabl.model.abort import AbortSignal, JobAborted
 from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, MAX_PAYLOAD_BYTES
@@ -538,3 +539,20 @@ def test_a_step_result_outside_the_utc_range_is_refused_when_journaled() -> None
     harness = OrchestrationHarness(body)
     with pytest.raises(TypeError):
         harness.run()
+
+
+def test_snooze_in_a_body_sleeps_in_the_harness_without_an_attempt() -> None:
+    clock = FakeClock()
+    tries: list[int] = []
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        tries.append(job.attempts)
+        if len(tries) == 1:
+            raise durabl.Snooze(timedelta(minutes=5))
+
+    t = OrchestrationHarness(body, clock=clock)
+    start = clock.now()
+    assert t.run() == "sleeping"
+    assert t.wake_at == start + timedelta(minutes=5)
+    assert t.resume() == "completed"
+    assert tries == [1, 1] and t.attempts == 1

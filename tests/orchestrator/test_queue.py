@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import durabl
 from durabl import (
     DurablError,
     Job,
@@ -334,3 +335,32 @@ def test_orchestrator_refuses_a_backend_that_cannot_journal(clock: FakeClock) ->
 
     with pytest.raises(DurablError, match="cannot hold an orchestration journal"):
         Orchestrator(JobQueue(NoJournal(clock=clock)))
+
+
+def test_snooze_in_a_body_hands_the_job_back_and_the_journal_replays(
+    q: JobQueue, orch: Orchestrator, clock: FakeClock, events: list[JobEvent]
+) -> None:
+    ran: list[str] = []
+    ready: list[bool] = [False]
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        octx.step("reserve", lambda keys, signal: ran.append("reserve"))
+        if not ready[0]:
+            raise durabl.Snooze(120)
+        octx.step("ship", lambda keys, signal: ran.append("ship"))
+
+    declare(orch, "ship-order", body)
+    job_id = q.enqueue("ship-order", {}, max_attempts=1) or ""
+    start = clock.now()
+    assert q.run_pending() == 1
+    job = get(q, job_id)
+    assert (job.status, job.attempts) == ("pending", 0)
+    assert (job.run_at - start).total_seconds() == pytest.approx(120, abs=1)
+    assert [a.outcome for a in job.attempt_history] == ["snoozed"]
+    assert [e.kind for e in events][-1] == "snoozed"
+    ready[0] = True
+    clock.advance(121)
+    assert q.run_pending() == 1
+    job = get(q, job_id)
+    assert (job.status, job.attempts) == ("completed", 1)
+    assert ran == ["reserve", "ship"]  # the journaled step replayed, not run again

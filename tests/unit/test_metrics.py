@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from durabl import JobQueue, MemoryBackend, NonRetryable, metrics
+from durabl.testing import FakeClock
 
 
 def ok(job: Any, ctx: Any) -> None:
@@ -61,6 +62,29 @@ def test_counters_and_histograms_follow_a_run(
         == 1
     )
     assert value(registry, "durabl_jobs_failed_total", type="fatal", failure_kind="fatal") == 1
+
+
+def test_timed_out_runs_count_once_as_failed_and_in_their_own_counter() -> None:
+    clock = FakeClock()
+    queue = JobQueue(MemoryBackend(clock=clock), clock=clock)
+    registry = CollectorRegistry()
+    metrics.install(queue, registry=registry)
+
+    def slow(job: Any, ctx: Any) -> None:
+        clock.advance(2)
+        ctx.signal.raise_if_aborted()
+
+    queue.enqueue("slow", {}, max_attempts=2, backoff="fixed", backoff_delay=0)
+    queue.register("slow", slow, timeout=1)
+    assert queue.run_pending("slow") == 2
+    labels = {"type": "slow", "abandoned": "false"}
+    assert value(registry, "durabl_runs_timed_out_total", **labels) == 2
+    assert value(registry, "durabl_jobs_retried_total", type="slow") == 1
+    kinds = ("timed-out", "retries-exhausted")
+    counted = [
+        value(registry, "durabl_jobs_failed_total", type="slow", failure_kind=k) for k in kinds
+    ]
+    assert counted == [1, None]  # once, under its own kind (not again as dead-lettered)
 
 
 def test_gauges_read_the_store_at_most_every_interval(

@@ -39,6 +39,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "heartbeat_at": 1_700_000_001_000,
         "result": None,
         "trace_context": None,
+        "timeout": None,
     }
     row.update(overrides)
     return row
@@ -57,7 +58,7 @@ def test_a_row_fills_every_job_field() -> None:
     assert job.worker == "host:1"
     assert job.heartbeat_at == _instant(1_700_000_001_000)
     assert job.journal == () and job.attempt_history == () and job.result is None
-    assert job.trace_context is None and job.finished_at is None
+    assert job.trace_context is None and job.finished_at is None and job.timeout is None
     finished = job_from_row(
         _row(status="completed", finished_at=1_700_000_002_000), instant=_instant, logs=()
     )

@@ -81,6 +81,7 @@ class Record:
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     trace_context: dict[str, str] | None = None
+    timeout: float | None = None
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
     #: (claim token, operation, result) of the fenced writes that applied, newest last.
     receipts: deque[tuple[str, str, ResultStatus]] = field(
@@ -215,6 +216,7 @@ class MemoryStore:
             concurrency_key=job.concurrency_key,
             concurrency_limit=job.concurrency_limit,
             trace_context=None if job.trace_context is None else dict(job.trace_context),
+            timeout=job.timeout,
         )
         self.jobs[rec.id] = rec
         if rec.dedupe_key is not None:
@@ -233,6 +235,7 @@ class MemoryStore:
                 "logs": tuple(rec.logs),
                 "journal": tuple(copy.deepcopy(rec.journal)),
                 "trace_context": None if rec.trace_context is None else dict(rec.trace_context),
+                "timeout": rec.timeout,
             }
         )
 
@@ -306,7 +309,7 @@ class MemoryStore:
             return self.cancelled(rec, now)
         if not self.can_move(rec, "pending"):
             return self.superseded(rec, now)
-        self.move(rec, "pending", now, "released")
+        self.move(rec, "pending", now, release.outcome)
         rec.attempts -= 1
         if release.run_at is not None:
             rec.run_at = to_millis(release.run_at)

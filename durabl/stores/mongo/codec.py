@@ -92,6 +92,8 @@ def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
         doc["concurrency_limit"] = job.concurrency_limit
     if job.trace_context is not None:
         doc["trace_context"] = dict(job.trace_context)
+    if job.timeout is not None:
+        doc["timeout"] = job.timeout
     return doc
 
 
@@ -146,6 +148,7 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         heartbeat_at=as_utc(doc["heartbeat_at"]) if doc.get("heartbeat_at") else None,
         result=doc.get("result"),
         trace_context=doc.get("trace_context") or None,
+        timeout=doc.get("timeout"),
     )
 
 

@@ -162,7 +162,7 @@ class MongoWrites:
             "released",
             update,
             logs,
-            (now, "released", None),
+            (now, release.outcome, None),
             unless_cancelled=True,
             on_duplicate=lambda oid, claim: self._supersede(
                 oid, token, "release", now, logs, claim

@@ -269,6 +269,12 @@ def _add_trace_context(t: Tables) -> list[str]:
     return [f"ALTER TABLE {t.qualified()} ADD COLUMN IF NOT EXISTS trace_context text"]
 
 
+def _add_timeout(t: Tables) -> list[str]:
+    """A job's own time limit in seconds (``enqueue(timeout=)``), NULL for none (every job
+    written before)."""
+    return [f"ALTER TABLE {t.qualified()} ADD COLUMN IF NOT EXISTS timeout double precision"]
+
+
 def _add_failed_kind(t: Tables) -> list[str]:
     """Failed jobs counted by type and failure kind from an index alone (the admin's
     overview, ``get_stats``). Partial: only a job entering or leaving ``failed`` writes it."""
@@ -322,6 +328,7 @@ MIGRATIONS: list[Migration] = [
     (8, _add_search_indexes),
     (9, _reasons_by_status),
     (10, _pending_by_run_at),
+    (11, _add_timeout),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -37,6 +37,7 @@ def new_job_params(job: NewJob, run_at: Any) -> dict[str, Any]:
         "concurrency_key": job.concurrency_key,
         "concurrency_limit": job.concurrency_limit,
         "trace_context": encode_trace_context(job.trace_context),
+        "timeout": job.timeout,
     }
 
 

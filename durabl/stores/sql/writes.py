@@ -254,7 +254,7 @@ class SqlWrites(StoreBase, Generic[C]):
                 "released",
                 refund=True,
                 run_at=release.run_at,
-                outcome="released",
+                outcome=release.outcome,
             )
 
         return self._fenced("release", job_id, token, logs, apply, timeout=release.timeout)

@@ -205,6 +205,12 @@ def _add_trace_context(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN trace_context TEXT")
 
 
+def _add_timeout(conn: sqlite3.Connection) -> None:
+    """A job's own time limit in seconds (``enqueue(timeout=)``), NULL for none (every job
+    written before this migration)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN timeout REAL")
+
+
 def _add_failed_kind(conn: sqlite3.Connection) -> None:
     """Failed jobs counted by type and failure kind from an index alone (the admin's
     overview, ``get_stats``). Partial: only a job entering or leaving ``failed`` writes it."""
@@ -263,6 +269,7 @@ MIGRATIONS: list[Migration] = [
     (10, _add_search_indexes),
     (11, _reasons_by_status),
     (12, _pending_by_run_at),
+    (13, _add_timeout),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 
