@@ -94,6 +94,13 @@ class MemoryBackend(StoreBase):
                 return EnqueueResult(None, coalesced=True)
         return EnqueueResult(self._store.add(job, now).id)
 
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        """Under the one lock: every key's scope checked first, so a conflict keeps none."""
+        with self._store.lock:
+            self._store.check_scopes(jobs)
+            now = self.now()
+            return [self._enqueue(job, now).job_id for job in jobs]
+
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         """Enqueue, then claim at once: under the one lock no one sees the job pending."""
         with self._store.lock:
@@ -428,6 +435,12 @@ class DummyBackend(MemoryBackend):
             if result.job_id is not None:
                 self.jobs.append(self._store.snapshot(self._store.jobs[result.job_id]))
             return result
+
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        with self._store.lock:
+            ids = super().insert_many(jobs)
+            self.jobs.extend(self._store.snapshot(self._store.jobs[i]) for i in ids if i)
+            return ids
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         result = self.enqueue(job)

@@ -144,6 +144,13 @@ STATEMENTS = Statements(
     insert_pending=(
         f"{_INSERT}({', '.join(':' + c for c in _INSERT_COLUMNS)}) ON CONFLICT DO NOTHING"
     ),
+    lock_keys=None,
+    scope_in_batch=(
+        f"SELECT dedupe_key, dedupe_scope FROM {JOBS} "
+        "WHERE live_slot IN (SELECT value FROM json_each(:pending_keys)) "
+        "OR pending_slot IN (SELECT value FROM json_each(:live_keys)) "
+        "OR active_slot IN (SELECT value FROM json_each(:live_keys)) LIMIT 1"
+    ),
     job_exists=None,
     coalesce_live=(
         f"UPDATE {JOBS} SET data = :data, updated_at = :now "
