@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from durabl.model.abort import AbortSignal, Handler, JobAborted, JobContext
     from durabl.model.activity import TypeActivity, total_stats
     from durabl.model.attempts import Attempt
+    from durabl.model.bulk import Child
     from durabl.model.clock import Seconds
     from durabl.model.exceptions import (
         BackendUnavailableError,
@@ -83,6 +84,7 @@ __all__ = [
     "Backend",
     "backend_from_url",
     "BackendUnavailableError",
+    "Child",
     "create_job_queue",
     "declared_types",
     "DeclaredJob",
@@ -167,6 +169,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.model.abort": ("AbortSignal", "Handler", "JobAborted", "JobContext"),
     "durabl.model.activity": ("TypeActivity", "total_stats"),
     "durabl.model.attempts": ("Attempt",),
+    "durabl.model.bulk": ("Child",),
     "durabl.model.clock": ("Seconds",),
     "durabl.model.exceptions": (
         "BackendUnavailableError",

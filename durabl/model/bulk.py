@@ -4,14 +4,14 @@ Pure: no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from durabl.model.clock import SYSTEM_CLOCK, Seconds
 from durabl.model.exceptions import DedupeScopeConflictError
-from durabl.model.options import NewJob, build_new_job
+from durabl.model.options import NewJob, build_new_job, check_keywords
 
 #: The most jobs one bulk write sends to a store: one statement or one ``insert_many``.
 BULK_CHUNK = 1000
@@ -64,6 +64,29 @@ class Child:
     def options(self) -> dict[str, Any]:
         """Every enqueue option of this job, by name (None: not given)."""
         return {name: getattr(self, name) for name in BULK_OPTIONS}
+
+
+def batch_item(item: object) -> tuple[str, Any, dict[str, Any]]:
+    """The type, data and options (every one of :data:`BULK_OPTIONS`, None where not
+    given, ``delay`` 0) of one item of ``enqueue_many``: ``(type, data)``, ``(type, data,
+    options)`` or a :class:`Child`. ``TypeError`` for anything else, or an option
+    ``enqueue()`` does not take."""
+    options: dict[str, Any] = dict.fromkeys(BULK_OPTIONS)
+    options["delay"] = 0
+    if isinstance(item, Child):
+        return item.type, item.data, item.options()
+    if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+        raise TypeError(
+            "each job of enqueue_many() is (type, data), (type, data, options) or "
+            f"durabl.Child(type, data, ...), got {item!r:.100}"
+        )
+    if len(item) == 3:
+        given = item[2]
+        if not isinstance(given, Mapping):
+            raise TypeError(f"a job's options are a dict of enqueue() options, got {given!r:.100}")
+        check_keywords("enqueue_many() (a job's options)", given, BULK_OPTIONS)
+        options.update(given)
+    return item[0], item[1], options
 
 
 def check_batch_scopes(jobs: Sequence[NewJob]) -> None:

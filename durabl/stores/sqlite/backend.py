@@ -4,9 +4,8 @@ file stands in for change streams."""
 
 from __future__ import annotations
 
-import json
-
 import functools
+import json
 import math
 import os
 import sqlite3
