@@ -115,7 +115,10 @@ def _bad_batches(clock: FakeClock) -> list[tuple[list[Any], type[Exception], str
         ([("t", 1), "t"], TypeError, "job 1"),
         ([("t", 1), ("t", 2, {"coalesce": "latest"})], ValueError, "job 1: coalesce"),
         (
-            [("t", 1, {"dedupe_key": "k"}), ("t", 2, {"dedupe_key": "k", "dedupe_scope": "pending"})],
+            [
+                ("t", 1, {"dedupe_key": "k"}),
+                ("t", 2, {"dedupe_key": "k", "dedupe_scope": "pending"}),
+            ],
             DedupeScopeConflictError,
             "job 1",
         ),
