@@ -4,7 +4,9 @@ a chunk of up to 1,000 jobs per store operation."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -12,10 +14,10 @@ import pytest
 
 from durabl import Child, DedupeScopeConflictError, JobQueue
 from durabl.model.bulk import BULK_CHUNK
-from durabl.model.options import NewJob
+from durabl.model.options import NewJob, build_new_job
 from durabl.stores.base import Backend
 from durabl.testing import FakeClock
-from tests.contract.support import claim_one, get
+from tests.contract.support import claim_one, get, second_view
 
 
 def test_enqueue_many_returns_each_id_in_order_and_stores_each_job_with_its_options(
@@ -205,3 +207,30 @@ def test_the_jobs_of_a_batch_are_claimed_in_priority_order(
 ) -> None:
     ids = queue.enqueue_many([("t", n, {"priority": p}) for n, p in enumerate([3, 1, 2])])
     assert [claim_one(backend).id for _ in range(3)] == [ids[1], ids[2], ids[0]]
+
+
+def test_batches_racing_over_the_same_keys_store_each_key_once(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Four batches at once, on two store objects, each with the same 150 keys in its own
+    order (none waits forever on another: the keys lock in one order) and 50 jobs without
+    a key."""
+    views = [backend, second_view(backend, clock)]
+    keys = [f"k{n}" for n in range(150)]
+    barrier = threading.Barrier(4)
+
+    def batch(thread: int) -> list[str | None]:
+        order = keys[thread * 37 :] + keys[: thread * 37]
+        jobs = [build_new_job("t", key, dedupe_key=key) for key in order]
+        jobs += [build_new_job("t", f"plain-{thread}-{n}") for n in range(50)]
+        barrier.wait(timeout=10)
+        return [r.job_id for r in views[thread % 2].enqueue_many(jobs)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(batch, range(4)))
+    stored = [job_id for ids in results for job_id in ids if job_id is not None]
+    assert len(stored) == len(set(stored)) == 150 + 4 * 50
+    assert sorted(
+        get(backend, job_id).data for job_id in stored if get(backend, job_id).data in keys
+    ) == sorted(keys)
+    assert all(ids[150:] == [i for i in ids[150:] if i is not None] for ids in results)

@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from durabl import JobQueue
 from durabl.model.bulk import BULK_CHUNK
-from durabl.stores.postgres import PostgresJobQueue
+from durabl.stores.postgres import PostgresJobQueue, bulk
 from durabl.stores.postgres.schema import Tables
 from tests.conftest import drop_postgres_tables, postgres_table, require_postgres
 
@@ -86,3 +87,28 @@ def test_a_chunk_notifies_once_per_type_at_its_earliest_due_job(store: PostgresJ
     assert len(payloads) == 3 and set(waits) == {"a", "b", "c"}
     assert waits["a"] == 0
     assert 29_000 < waits["c"] <= 30_000 and 59_000 < waits["b"] <= 60_000
+
+
+def test_an_insert_meeting_the_rows_of_its_own_lost_attempt_returns_every_job(
+    store: PostgresJobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier attempt of the insert committed before its reply was lost: the repeat
+    meets every row on its id, and those are the jobs, not taken slots."""
+    queue = JobQueue(store)
+    queue.enqueue("t", 0, dedupe_key="taken")
+    insert_rows = bulk.insert_rows
+
+    def after_a_lost_attempt(tx: Any, statements: Any, rows: list[dict[str, Any]]) -> Any:
+        with (
+            psycopg.connect(require_postgres()) as other,
+            other.cursor(row_factory=dict_row) as cur,
+        ):
+            insert_rows(cur, statements, rows)  # committed as the block ends
+        return insert_rows(tx, statements, rows)
+
+    monkeypatch.setattr(bulk, "insert_rows", after_a_lost_attempt)
+    ids = queue.enqueue_many(
+        [("t", 1), ("t", 2, {"dedupe_key": "k"}), ("t", 3, {"dedupe_key": "taken"})]
+    )
+    assert ids[0] is not None and ids[1] is not None and ids[2] is None
+    assert queue.count_jobs() == 3
