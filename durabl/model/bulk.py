@@ -5,7 +5,7 @@ Pure: no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +42,8 @@ class Child:
     enqueued, against its type's schema if it has one."""
 
     type: str
-    data: Any = None
+    data: Any
+    _: KW_ONLY  # the options by name, as enqueue() takes them
     priority: int | None = None
     delay: Seconds = 0
     run_at: datetime | None = None

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from durabl import Child, DummyBackend, ImmediateBackend, JobQueue, MemoryBackend, NewJob
+from durabl.model.bulk import BULK_OPTIONS
+from durabl.runtime.enqueuing import EnqueueOptions
 
 Proceed = Callable[[NewJob], "str | None"]
 
@@ -108,3 +111,16 @@ def test_a_hook_that_raises_before_storing_a_job_stores_none_of_its_nest(
     with pytest.raises(RuntimeError):
         queue.enqueue_many([("t", n) for n in range(4)])
     assert queue.count_jobs() == 0
+
+
+def test_a_child_and_a_jobs_options_take_exactly_enqueues_keywords_but_connection() -> None:
+    enqueue = inspect.signature(JobQueue.enqueue).parameters.values()
+    keywords = [p.name for p in enqueue if p.kind is p.KEYWORD_ONLY and p.name != "connection"]
+    assert list(BULK_OPTIONS) == keywords
+    assert [f.name for f in dataclasses.fields(Child)] == ["type", "data", *keywords]
+    assert list(EnqueueOptions.__annotations__) == keywords
+
+
+def test_a_childs_options_are_given_by_name() -> None:
+    with pytest.raises(TypeError):
+        Child("t", {}, 5)  # type: ignore[misc]
