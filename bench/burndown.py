@@ -7,12 +7,12 @@ size over time, and the peers and the raw ceiling on PostgreSQL, through one har
     .venv/bin/python bench/burndown.py run --stores mongo --mongo-jobs 500
     .venv/bin/python bench/burndown.py plot      # bench/results/burndown-*.json -> docs/img/
 
-``run`` stores the backlog first (see ``burndown_durabl`` for how: durabl has no bulk
-enqueue yet), then starts ``--processes`` worker processes of ``--threads`` threads each
-and samples every ``--slice`` seconds: jobs done, the database's sizes (on PostgreSQL the
-job table's live and dead tuples, table and index bytes, autovacuum runs) and the CPU the
-workers and the server used. durabl runs with ``JobQueue(retention=--retention)`` and the
-reaper every ``--reaper-interval`` seconds in process 0. Each contender's result goes to
+``run`` stores the backlog first (``queue.enqueue_many``; see ``burndown_durabl``), then
+starts ``--processes`` worker processes of ``--threads`` threads each and samples every
+``--slice`` seconds: jobs done, the database's sizes (on PostgreSQL the job table's
+live and dead tuples, table and index bytes, autovacuum runs) and the CPU the workers
+and the server used. durabl runs with ``JobQueue(retention=--retention)`` and the reaper
+every ``--reaper-interval`` seconds in process 0. Each contender's result goes to
 ``bench/results/burndown-<contender>.json``; ``plot`` draws every result there.
 
 ``profile -- run ...`` runs ``run`` under ``py-spy record --subprocesses`` (py-spy cannot

@@ -1,17 +1,10 @@
 """durabl's side of the burn-down: opening each store, storing the backlog, the worker
 process, and what the database weighs.
 
-**How the backlog is stored.** durabl has no bulk enqueue yet (``enqueue_many`` is a
-separate planned feature), and one ``queue.enqueue`` per job is one transaction per job:
-minutes for a million. So the backlog goes in through *the store's own insert*: each row is
-built by the store's own ``_new_row`` / ``codec.new_document`` from a job checked by
-``build_new_job`` (exactly what ``enqueue`` stores), and written by the store's own insert
-statement, many rows per transaction (SQLite: its ``insert_pending`` statement, one
-transaction per batch; PostgreSQL: the store's ``insert_pending`` statement, NOTIFY
-included, through ``executemany`` in one transaction per batch; MongoDB: ``insert_many``).
-This reaches past the public API into the stores' modules and private attributes; it is
-labelled so in the results (``insert_method``) and in docs/benchmarks.md. The burn-down
-itself uses only the public API.
+**How the backlog is stored.** Through the public API: ``queue.enqueue_many`` in calls of
+``INSERT_BATCH`` jobs, which the store writes in chunks of 1,000 (SQLite: one transaction
+each; PostgreSQL: one ``INSERT ... SELECT FROM unnest(...)`` each, with one NOTIFY;
+MongoDB: one unordered ``insert_many`` each). Each run's ``insert_method`` says so.
 
 **Workers.** Each process opens its own store and ``JobQueue(backend, retention=R)``,
 counts each ``completed`` event (sent once the completion is written) in its own counter
@@ -90,31 +83,32 @@ def durabl_worker(index: int, threads: int, signals: Signals, spec: Mapping[str,
         queue.backend.close()
 
 
-def _new_jobs(count: int) -> Iterator[Any]:
-    from durabl.model.options import build_new_job
-
-    for i in range(count):
-        yield build_new_job(NOOP, {"i": i})
+INSERT_METHOD = f"queue.enqueue_many, {INSERT_BATCH:,} jobs per call (chunks of 1,000)"
 
 
-def _batches(count: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for job in _new_jobs(count):
-        batch.append(job)
-        if len(batch) == INSERT_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def enqueue_backlog(spec: Mapping[str, Any], jobs: int) -> float:
+    """Store ``jobs`` no-op jobs with ``enqueue_many``: the seconds it took."""
+    from durabl import JobQueue
+
+    backend = open_backend(spec)
+    queue = JobQueue(backend)
+    queue.startup()
+    began = time.perf_counter()
+    try:
+        for start in range(0, jobs, INSERT_BATCH):
+            end = min(start + INSERT_BATCH, jobs)
+            ids = queue.enqueue_many([(NOOP, {"i": i}) for i in range(start, end)])
+            assert all(ids), "a no-op job without a dedupe key is always stored"
+        return time.perf_counter() - began
+    finally:
+        queue.shutdown(timeout=SHUTDOWN_TIMEOUT)
+        backend.close()
 
 
 # -- SQLite -----------------------------------------------------------------------------------
 class SqliteRun:
     store = "sqlite"
-    insert_method = (
-        "direct: the store's _new_row + its insert_pending statement, "
-        f"{INSERT_BATCH:,} rows per transaction, on a sqlite3 connection of the harness"
-    )
+    insert_method = INSERT_METHOD
 
     def server_root(self) -> int | None:
         return None  # SQLite runs inside the worker processes
@@ -126,21 +120,7 @@ class SqliteRun:
         self.spec: dict[str, Any] = {"store": "sqlite", "path": str(self.path)}
 
     def insert(self, jobs: int) -> float:
-        backend = open_backend(self.spec)
-        backend.startup()
-        began = time.perf_counter()
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            for batch in _batches(jobs):
-                conn.execute("BEGIN IMMEDIATE")
-                now = backend._now_param()
-                for job in batch:
-                    conn.execute(backend.sql.insert_pending, backend._new_row(job, now))
-                conn.execute("COMMIT")
-        finally:
-            conn.close()
-            backend.close()
-        return time.perf_counter() - began
+        return enqueue_backlog(self.spec, jobs)
 
     def sample(self) -> dict[str, Any]:
         sizes = {s or "db": _size(Path(f"{self.path}{s}")) for s in ("", "-wal")}
@@ -220,10 +200,7 @@ def pg_table_stats(conn: Any, table: str, schema: str) -> dict[str, Any]:
 
 class PostgresRun:
     store = "postgres"
-    insert_method = (
-        "direct: the store's _new_row + its insert_pending statement (NOTIFY included) "
-        f"through psycopg executemany (pipelined), {INSERT_BATCH:,} rows per transaction"
-    )
+    insert_method = INSERT_METHOD
 
     def __init__(self, url: str, table_options: str = "", vacuum_every: float = 0.0) -> None:
         from peers.pg import connect
@@ -245,25 +222,14 @@ class PostgresRun:
         self._conn = connect()
 
     def insert(self, jobs: int) -> float:
-        import psycopg
-
-        backend = open_backend(self.spec)
-        backend.startup()
         if self.table_options:
-            self._conn.execute(f"ALTER TABLE {self.table} SET ({self.table_options})")
-        insert_pending = backend.sql.insert_pending
-        began = time.perf_counter()
-        try:
-            with psycopg.connect(self.url) as conn:
-                for batch in _batches(jobs):
-                    now = backend._now_param()
-                    rows = [backend._new_row(job, now) for job in batch]
-                    with conn.transaction(), conn.cursor() as cur:
-                        cur.executemany(insert_pending, rows)
-            self._conn.execute(f"ANALYZE {self.table}")
-        finally:
+            backend = open_backend(self.spec)
+            backend.startup()
             backend.close()
-        return time.perf_counter() - began
+            self._conn.execute(f"ALTER TABLE {self.table} SET ({self.table_options})")
+        seconds = enqueue_backlog(self.spec, jobs)
+        self._conn.execute(f"ANALYZE {self.table}")
+        return seconds
 
     def sample(self) -> dict[str, Any]:
         stats = pg_table_stats(self._conn, self.table, self.schema)
@@ -344,10 +310,7 @@ def pg_settings(conn: Any) -> dict[str, Any]:
 # -- MongoDB on the wire server ---------------------------------------------------------------
 class MongoRun:
     store = "mongo"
-    insert_method = (
-        "direct: the store's codec.new_document, insert_many of "
-        f"{INSERT_BATCH:,} documents per call"
-    )
+    insert_method = INSERT_METHOD
 
     def __init__(self, url: str, server_pid: int | None = None) -> None:
         from pymongo import MongoClient
@@ -359,19 +322,7 @@ class MongoRun:
         self._client: Any = MongoClient(url)
 
     def insert(self, jobs: int) -> float:
-        from durabl.stores.mongo import codec
-
-        backend = open_backend(self.spec)
-        backend.startup()
-        col = self._client[self.database][TABLE]
-        began = time.perf_counter()
-        try:
-            for batch in _batches(jobs):
-                now = backend.now()
-                col.insert_many([codec.new_document(job, now) for job in batch], ordered=False)
-        finally:
-            backend.close()
-        return time.perf_counter() - began
+        return enqueue_backlog(self.spec, jobs)
 
     def sample(self) -> dict[str, Any]:
         try:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from durabl.model.abort import AbortSignal, Handler, JobAborted, JobContext
     from durabl.model.activity import TypeActivity, total_stats
     from durabl.model.attempts import Attempt
+    from durabl.model.bulk import Child
     from durabl.model.clock import Seconds
     from durabl.model.exceptions import (
         BackendUnavailableError,
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
     from durabl.runtime.queue import JobQueue
     from durabl.runtime.scheduler import declare as schedule
     from durabl.stores.base import BACKEND_OPERATIONS, Backend
-    from durabl.stores.memory.backend import DummyBackend, ImmediateBackend, MemoryBackend
+    from durabl.stores.memory.backend import MemoryBackend
+    from durabl.stores.memory.doubles import DummyBackend, ImmediateBackend
     from durabl.stores.mongo import MongoJobQueue
     from durabl.stores.postgres import PostgresJobQueue
     from durabl.stores.sqlite import SqliteJobQueue
@@ -84,6 +86,7 @@ __all__ = [
     "Backend",
     "backend_from_url",
     "BackendUnavailableError",
+    "Child",
     "create_job_queue",
     "declared_types",
     "DeclaredJob",
@@ -169,6 +172,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.model.abort": ("AbortSignal", "Handler", "JobAborted", "JobContext"),
     "durabl.model.activity": ("TypeActivity", "total_stats"),
     "durabl.model.attempts": ("Attempt",),
+    "durabl.model.bulk": ("Child",),
     "durabl.model.clock": ("Seconds",),
     "durabl.model.exceptions": (
         "BackendUnavailableError",
@@ -229,7 +233,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.runtime.queue": ("JobQueue",),
     "durabl.runtime.scheduler": ("schedule:declare",),
     "durabl.stores.base": ("BACKEND_OPERATIONS", "Backend"),
-    "durabl.stores.memory.backend": ("DummyBackend", "ImmediateBackend", "MemoryBackend"),
+    "durabl.stores.memory.backend": ("MemoryBackend",),
+    "durabl.stores.memory.doubles": ("DummyBackend", "ImmediateBackend"),
     "durabl.stores.mongo": ("MongoJobQueue",),
     "durabl.stores.postgres": ("PostgresJobQueue",),
     "durabl.stores.sqlite": ("SqliteJobQueue",),

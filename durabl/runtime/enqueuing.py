@@ -4,10 +4,13 @@ already claimed, for an inline run). :class:`Enqueuing` is a base class of
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
+from durabl.model.bulk import Child, at_position, batch_item, check_batch_scopes
 from durabl.model.clock import Seconds
+from durabl.model.exceptions import DurablError
 from durabl.model.job import JobHandle
 from durabl.model.options import NewJob
 from durabl.runtime.catalog import TypeCatalog
@@ -37,6 +40,18 @@ class EnqueueOptions(TypedDict):
     debounce: Seconds | None
     debounce_max: Seconds | None
     timeout: Seconds | None
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _placed(check: Callable[[T], R], item: T, position: int) -> R:
+    """``check(item)``; its error says the item's position in the batch."""
+    try:
+        return check(item)
+    except (TypeError, ValueError, DurablError) as error:
+        raise at_position(error, position)  # noqa: B904 - the very error, placed
 
 
 #: What claim_or_enqueue() refuses, and why.
@@ -144,6 +159,43 @@ class Enqueuing:
             return result.job_id
 
         return self.enqueue_hooks.call(job, store) if self.enqueue_hooks else store(job)
+
+    def enqueue_many(self, jobs: Iterable[tuple[Any, ...] | Child]) -> list[str | None]:
+        """Store many jobs: each ``(type, data)``, ``(type, data, options)`` (a dict of
+        :meth:`enqueue`'s keyword options but ``connection``) or a :class:`durabl.Child`.
+        Returns what :meth:`enqueue` would for each, in order: its id, or None where its
+        dedupe slot is taken, by a stored job or an earlier job of the batch.
+
+        Every job is checked first (``ValueError``/``TypeError`` naming its position, and
+        nothing written); then the store writes up to ``BULK_CHUNK`` jobs per round trip.
+        A job with ``coalesce="latest"`` or ``debounce`` is written on its own, in its
+        place (it may update the pending job holding its key)."""
+        backend = self._ready()
+        items = [_placed(batch_item, item, position) for position, item in enumerate(jobs)]
+        # A delay or a debounce is an instant from the store's clock, read once for the batch.
+        timed = any(options["delay"] or options["debounce"] for _, _, options in items)
+        now = backend.now() if timed else None
+        batch = [
+            _placed(lambda i: self.types.new_job(*i, now=now), item, position)
+            for position, item in enumerate(items)
+        ]
+        check_batch_scopes(batch)
+        return self.enqueue_hooks.call_many(batch, lambda ready: self._store_many(backend, ready))
+
+    def _store_many(self, backend: Backend, jobs: list[NewJob]) -> list[str | None]:
+        """Write ``jobs``, then wake this process's processors: once per type (each
+        claims what is due), or once per job on an immediate queue (each runs one)."""
+        ids = [result.job_id for result in backend.enqueue_many(jobs)]
+        now = backend.now() if any(job.run_at is not None for job in jobs) else None
+        due = [
+            job.type
+            for job, job_id in zip(jobs, ids, strict=True)
+            if job_id is not None
+            and (job.run_at is None or (now is not None and job.run_at <= now))
+        ]
+        for type in due if self.immediate else dict.fromkeys(due):
+            self._processors.job_due(type)
+        return ids
 
     def claim_or_enqueue(
         self,

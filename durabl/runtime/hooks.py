@@ -23,9 +23,10 @@ every queue's, and apply to queues made before they were added too.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -140,6 +141,53 @@ class EnqueueHooks(_Hooks[EnqueueHook]):
             call = _enqueue_layer(hook, call)
         return call(job)
 
+    def call_many(
+        self, jobs: Sequence[NewJob], store_many: Callable[[list[NewJob]], list[str | None]]
+    ) -> list[str | None]:
+        """``store_many`` of ``jobs`` inside every hook of each: each job's hooks run in
+        turn, in a copy of the caller's context (so a hook sees the caller's, never the
+        previous job's), and each one's ``proceed`` enters the next job's hooks; past the
+        last job, one ``store_many`` of what the hooks passed on, whose ids the proceeds
+        then return. A nest holds as many jobs as a bounded stack allows; a batch is
+        written one nest at a time."""
+        hooks = self._hooks
+        if not hooks:
+            return store_many(list(jobs))
+        nest = max(1, HOOK_FRAMES // (3 * len(hooks) + 3))  # about 3 frames per hook a job
+        ids: list[str | None] = []
+        caller = contextvars.copy_context()
+        for start in range(0, len(jobs), nest):
+            ids.extend(self._nest(jobs[start : start + nest], store_many, caller))
+        return ids
+
+    def _nest(
+        self,
+        jobs: Sequence[NewJob],
+        store_many: Callable[[list[NewJob]], list[str | None]],
+        caller: contextvars.Context,
+    ) -> list[str | None]:
+        passed: list[NewJob] = []
+        stored: list[str | None] = []
+
+        def enter(position: int) -> None:
+            if position == len(jobs):
+                stored.extend(store_many(passed))
+                return
+
+            def proceed(job: NewJob) -> str | None:
+                passed.append(job)
+                enter(position + 1)
+                return stored[position]
+
+            caller.copy().run(self.call, jobs[position], proceed)
+
+        enter(0)
+        return stored
+
+
+#: The stack frames a nest of :meth:`EnqueueHooks.call_many` may take (Python's limit is
+#: 1,000 by default, and the caller has its own).
+HOOK_FRAMES = 450
 
 #: What an enqueue hook may not change: every field but the trace context.
 _KEPT_FIELDS = tuple(f.name for f in fields(NewJob) if f.name != "trace_context")

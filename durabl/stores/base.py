@@ -124,6 +124,14 @@ class Backend(FencedWrites, Protocol):
         Raises ``DedupeScopeConflictError`` when the key's live job has the other scope.
         """
 
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """:meth:`enqueue` of each of ``jobs``, in order, with the outcome each would have
+        one after the other (a job whose key an earlier job of the batch holds gets no id),
+        written in as few operations as the store allows: one per chunk of
+        ``BULK_CHUNK`` jobs, a coalescing job alone. ``DedupeScopeConflictError``, nothing
+        written, when two jobs give one key different scopes; when a key is live under
+        the other scope, the chunk holding it is not written (earlier chunks are)."""
+
     #: True when :meth:`enqueue_through` can insert through a caller's own connection.
     supports_transactional_enqueue: bool
 

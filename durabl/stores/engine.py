@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from durabl.model.activity import ActivityRead, ActivityWindow
+from durabl.model.bulk import BULK_CHUNK, check_batch_scopes
 from durabl.model.clock import SYSTEM_CLOCK, Clock, Seconds
 from durabl.model.flow import RateLimit, check_rate_limit
 from durabl.model.job import (
@@ -32,6 +33,7 @@ from durabl.model.rules import (
     JobPage,
     check_at_most,
     check_page,
+    holder_update,
     job_filter,
     job_order,
     prune_selection,
@@ -68,6 +70,10 @@ class WorkerRegistry(Protocol):
     def delete(self, worker_id: str) -> bool: ...
 
     def prune(self, last_seen_before: datetime) -> int: ...
+
+
+#: The outcome of a job whose dedupe slot is taken (and that coalesces nothing).
+SLOT_TAKEN = EnqueueResult(None)
 
 
 def cancel_reason(reason: str | None) -> str:
@@ -108,6 +114,48 @@ class StoreBase(Backend):
     def pending_setup(self) -> tuple[str, ...]:
         """Nothing to create unless the store says otherwise."""
         return ()
+
+    # -- bulk enqueue: the batch's flow once; each store inserts a chunk in one operation --
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """See :meth:`Backend.enqueue_many`. Written once: the scopes checked, the jobs
+        whose key an earlier job of the batch holds answered here (None), every other job
+        sent in chunks of up to ``BULK_CHUNK`` through :meth:`insert_many`, and a job
+        that coalesces or debounces through :meth:`enqueue` at its place in the order
+        (its update of the pending job holding its key is a second write an insert
+        cannot say)."""
+        check_batch_scopes(jobs)
+        results: list[EnqueueResult] = [SLOT_TAKEN] * len(jobs)
+        held: set[str] = set()  # the keys an earlier job of the batch holds
+        chunk: list[int] = []  # positions waiting for the next insert_many
+
+        def flush() -> None:
+            if chunk:
+                ids = self.insert_many([jobs[i] for i in chunk])
+                for position, job_id in zip(chunk, ids, strict=True):
+                    results[position] = EnqueueResult(job_id)
+                chunk.clear()
+
+        for position, job in enumerate(jobs):
+            key = job.dedupe_key
+            if holder_update(job) is not None:
+                flush()  # the jobs before it first: it may update one of them
+                results[position] = self.enqueue(job)
+            elif key is None or key not in held:
+                chunk.append(position)
+                if len(chunk) == BULK_CHUNK:
+                    flush()
+            if key is not None:
+                held.add(key)
+        flush()
+        return results
+
+    @abstractmethod
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        """Store ``jobs`` (1 to ``BULK_CHUNK``; none updates a holder, no two share a key)
+        as :meth:`enqueue` would each, in one operation of the store: the id of each, in
+        order, or None where its dedupe slot is taken. ``DedupeScopeConflictError`` when a
+        key is live under the other scope, none of them kept. Push pickup hears of the
+        chunk once."""
 
     # -- transactional enqueue: a store that can sets the flag and writes the insert -----
     supports_transactional_enqueue: bool = False

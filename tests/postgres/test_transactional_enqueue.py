@@ -280,3 +280,28 @@ def test_an_immediate_queue_refuses_a_connection(
     with pytest.raises(ValueError, match="immediate"):
         queue.enqueue("email", {}, connection=conn)
     assert queue.count_jobs() == 0
+
+
+def test_a_batch_goes_through_the_enqueue_connection_too(
+    server: str, table: str, conn: psycopg.Connection[Any]
+) -> None:
+    """``enqueue_many`` on a store with an ``enqueue_connection`` (Django's
+    ``django://``): the batch joins the caller's transaction, as each ``enqueue`` does."""
+    given: list[psycopg.Connection[Any] | None] = [conn]
+    store = PostgresJobQueue(
+        server, table=table, listen_notify=False, enqueue_connection=lambda: given[0]
+    )
+    queue = JobQueue(store)
+    try:
+        rolled_back = queue.enqueue_many(
+            [("email", {"n": 1}), ("email", {"n": 2}, {"dedupe_key": "k"})]
+        )
+        assert all(rolled_back)
+        conn.rollback()
+        assert queue.count_jobs() == 0
+        kept = queue.enqueue_many([("email", {"n": 3}), ("email", {"n": 4}, {"dedupe_key": "k"})])
+        conn.commit()
+        assert sorted(j.id for j in queue.list_jobs()) == sorted(kept)  # type: ignore[type-var]
+    finally:
+        queue.shutdown(timeout=5)
+        store.close()

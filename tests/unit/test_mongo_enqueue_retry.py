@@ -90,3 +90,32 @@ def test_a_dedupe_slot_held_by_another_job_is_still_a_dedupe_hit(
     again = mongo_backend.enqueue(build_new_job("email", {}, dedupe_key="invoice-7"))
     assert first.job_id is not None and again.job_id is None
     assert len(jobs_stored(mongo_backend)) == 1
+
+
+class EarlierBulkLanded:
+    """The jobs collection, where every ``insert_many`` finds the documents its lost
+    first attempt wrote (all of them): the retry meets each on ``_id``."""
+
+    def __init__(self, col: Collection[dict[str, Any]]) -> None:
+        self.col = col
+
+    def insert_many(self, docs: list[dict[str, Any]], ordered: bool = True) -> Any:
+        self.col.insert_many([dict(doc) for doc in docs], ordered=False)
+        return self.col.insert_many(docs, ordered=ordered)  # the retry: E11000 on each _id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.col, name)
+
+
+def test_a_bulk_insert_meeting_its_own_earlier_attempt_returns_every_job(
+    mongo_backend: MongoJobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = JobQueue(mongo_backend)
+    queue.enqueue("t", 0, dedupe_key="taken")
+    monkeypatch.setattr(mongo_backend.store, "col", EarlierBulkLanded(mongo_backend.store.col))
+    ids = queue.enqueue_many(
+        [("t", 1), ("t", 2, {"dedupe_key": "k"}), ("t", 3, {"dedupe_key": "taken"})]
+    )
+    assert ids[0] is not None and ids[1] is not None and ids[2] is None
+    assert len(jobs_stored(mongo_backend)) == 3
+    queue.shutdown(timeout=2)

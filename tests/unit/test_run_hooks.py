@@ -10,7 +10,7 @@ import pytest
 from durabl import Job, JobContext, JobQueue, MemoryBackend
 from durabl.orchestrator import OrchestrationContext, Orchestrator
 from durabl.runtime.hooks import HookNotProceededError, Proceed
-from durabl.stores.memory.backend import ImmediateBackend
+from durabl.stores.memory.doubles import ImmediateBackend
 from durabl.testing import FakeClock
 
 

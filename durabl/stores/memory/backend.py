@@ -1,4 +1,4 @@
-"""In-process backends: MemoryBackend, and the DummyBackend and ImmediateBackend built on it.
+"""The in-process backend, MemoryBackend (its test doubles are in :mod:`.doubles`).
 
 They keep the observable semantics of :class:`durabl.MongoJobQueue` (dedupe slots, fencing,
 receipts, reaping) with nothing but dicts and one lock, so tests and small tools can run a
@@ -8,8 +8,6 @@ are in :mod:`durabl.stores.memory.store`; this module holds the Backend methods 
 
 from __future__ import annotations
 
-import functools
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +31,7 @@ from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.store import MemoryStore, Record, stats
 from durabl.stores.memory.workers import MemoryWorkers
 
-__all__ = ["DummyBackend", "ImmediateBackend", "MemoryBackend"]
+__all__ = ["MemoryBackend"]
 
 #: A fenced write's change to the record its claim holds, at ``now``: the receipt's result.
 Write = Callable[[Record, datetime], ResultStatus]
@@ -100,6 +98,13 @@ class MemoryBackend(StoreBase):
                     None, coalesced=update.replace_data, debounced=update.push_to is not None
                 )
         return EnqueueResult(self._store.add(job, now).id)
+
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        """Under the one lock: every key's scope checked first, so a conflict keeps none."""
+        with self._store.lock:
+            self._store.check_scopes(jobs)
+            now = self.now()
+            return [self._enqueue(job, now).job_id for job in jobs]
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         """Enqueue, then claim at once: under the one lock no one sees the job pending."""
@@ -405,82 +410,6 @@ class MemoryBackend(StoreBase):
     ) -> activity.ActivityRead:
         with self._store.lock:
             return self._store.find_activity(window, types)
-
-
-class DummyBackend(MemoryBackend):
-    """Records what it is asked and never runs anything.
-
-    ``jobs`` holds a snapshot of every job it accepted, in enqueue order; ``calls`` holds
-    ``(method, args, kwargs)`` for each Backend method called from outside (not ``now``,
-    which is a clock read). Claims find nothing, so no handler ever runs; ``claim_or_enqueue``
-    only enqueues.
-    """
-
-    def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
-        super().__init__(clock=clock, clock_skew_allowance=clock_skew_allowance)
-        self.jobs: list[Job[Any]] = []
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-        self._depth = threading.local()  # > 0 inside a recorded call: inner calls not kept
-
-    def reset(self) -> None:
-        """Forget every job and call."""
-        with self._store.lock:
-            self.jobs.clear()
-            self.calls.clear()
-            self._store.clear()
-
-    def enqueue(self, job: NewJob) -> EnqueueResult:
-        with self._store.lock:
-            result = super().enqueue(job)
-            if result.job_id is not None:
-                self.jobs.append(self._store.snapshot(self._store.jobs[result.job_id]))
-            return result
-
-    def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
-        result = self.enqueue(job)
-        return InlineClaimResult(None, result.job_id, result.coalesced)
-
-    def claim_due(
-        self, type: str, limit: int, lease_owner: str, starting: int | None
-    ) -> list[JobHandle[Any]]:
-        return []
-
-    def claim_next_by_key(
-        self, type: str, dedupe_key: str, *, lease_owner: str = ""
-    ) -> JobHandle[Any] | None:
-        return None
-
-
-def _recording(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method``, keeping the call in ``calls`` unless a recorded method made it."""
-
-    @functools.wraps(method)
-    def recorded(self: DummyBackend, *args: Any, **kwargs: Any) -> Any:
-        depth: int = getattr(self._depth, "n", 0)
-        if depth == 0:
-            with self._store.lock:
-                self.calls.append((name, args, dict(kwargs)))
-        self._depth.n = depth + 1
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._depth.n = depth
-
-    return recorded
-
-
-for _name in base.BACKEND_OPERATIONS:
-    if _name != "now":  # a clock read, not an operation
-        setattr(DummyBackend, _name, _recording(_name, getattr(DummyBackend, _name)))
-del _name
-
-
-class ImmediateBackend(MemoryBackend):
-    """A MemoryBackend whose ``immediate`` flag tells JobQueue to run the handler that
-    ``queue.process`` registered for the type inside ``enqueue`` itself, so ``enqueue``
-    returns only after the job has run. Jobs of a type with no handler wait in memory."""
-
-    immediate = True
 
 
 def _millis(now: datetime) -> int:

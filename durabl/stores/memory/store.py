@@ -19,6 +19,7 @@ from typing import Any
 from durabl.model import activity, rules
 from durabl.model.attempts import Attempt, AttemptOutcome, add_attempt
 from durabl.model.backoff import BackoffKind
+from durabl.model.exceptions import DedupeScopeConflictError
 from durabl.model.job import (
     TERMINAL_STATUSES,
     Completion,
@@ -133,6 +134,15 @@ class MemoryStore:
         if scope == "pending+active":
             return "pending" if key in self.pending or key in self.active else None
         return "pending+active" if key in self.live else None
+
+    def check_scopes(self, jobs: Sequence[NewJob]) -> None:
+        """``DedupeScopeConflictError`` when the key of one of ``jobs`` is live under the
+        other scope (checked for all before a batch stores any)."""
+        for job in jobs:
+            key = job.dedupe_key
+            other = None if key is None else self.other_scope(key, job.dedupe_scope)
+            if key is not None and other is not None:
+                raise DedupeScopeConflictError(key, job.dedupe_scope, other)
 
     def holders(self, key: str, *slot_maps: dict[str, str]) -> list[Record]:
         """The records that hold ``key`` in ``slot_maps``."""

@@ -31,7 +31,7 @@ from durabl.model.rules import JobPage
 from durabl.stores import base, push
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.engine import StoreBase
-from durabl.stores.mongo import codec, factory, indexes
+from durabl.stores.mongo import codec, factory, indexes, inserts
 from durabl.stores.mongo.attempts import ClaimMemo
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.claims import MongoClaims
@@ -196,6 +196,9 @@ class MongoJobQueue(StoreBase):
     # -- enqueue and claim (MongoClaims) --------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:
         return self.claims.enqueue(job)
+
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        return inserts.insert_many(self.store, jobs)
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         return self.claims.claim_or_enqueue(job, lease_owner)

@@ -25,7 +25,7 @@ from durabl.model.rules import JobPage
 from durabl.model.tagged_json import encode_payload
 from durabl.stores import base, push
 from durabl.stores.base import Completion, EnqueueResult
-from durabl.stores.postgres import codec, reads, schema
+from durabl.stores.postgres import bulk, codec, reads, schema
 from durabl.stores.postgres.connection import (
     STORE_OPTIONS,
     Database,
@@ -344,6 +344,26 @@ class PostgresJobQueue(SqlStore[Tx]):
         return run_in_caller_transaction(
             conn, "enqueue", lambda cur: self._enqueue_in(cur, job, row), self._db.where
         )
+
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        """Through the caller's connection where ``enqueue_connection`` gives one (as
+        :meth:`enqueue`), else in a transaction of the store's own."""
+        connection = None if self.enqueue_connection is None else self.enqueue_connection()
+        if connection is None:
+            return super().insert_many(jobs)
+        rows = self._new_rows(jobs)
+        return run_in_caller_transaction(
+            caller_connection(connection),
+            "enqueue_many",
+            lambda cur: self._insert_many_in(cur, jobs, rows),
+            self._db.where,
+        )
+
+    def _key_list(self, keys: list[str]) -> list[str]:
+        return keys
+
+    def _insert_rows(self, tx: Tx, rows: list[dict[str, Any]]) -> list[str | None]:
+        return bulk.insert_rows(tx, self.sql, rows)  # one statement over arrays
 
     # -- claiming -------------------------------------------------------------------------
     def claim_due(

@@ -16,6 +16,7 @@ from typing import Any
 
 from psycopg import sql
 
+from durabl.stores.postgres.bulk import BULK_STATEMENTS
 from durabl.stores.postgres.notifies import NOTIFY_WAITING, ends_runs, notify
 from durabl.stores.postgres.queries import LIST_WALK, ORDER_NEWEST, READS, SEARCH, WALK_SOURCE
 from durabl.stores.sql.statements import Statements
@@ -432,6 +433,8 @@ class Queries(Statements):
     in :data:`STATEMENTS`."""
 
     mark_started: str
+    insert_many: str
+    existing_ids: str
     complete: str
     add_logs: str
     trim_logs: str
@@ -457,7 +460,7 @@ class Queries(Statements):
         values = _Keep(names)
         values["job_columns"] = JOB_COLUMNS.format_map(values)
         values["now"] = NOW
-        templates = {**STATEMENTS, **READS}
+        templates = {**STATEMENTS, **READS, **BULK_STATEMENTS}
         rendered = {name: _render(template, values) for name, template in templates.items()}
         bounded = {
             "upper_id": " AND s.id ~<~ %(search_hi)s",

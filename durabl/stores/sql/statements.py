@@ -70,6 +70,15 @@ class Statements:
     #: already claimed; no row when a dedupe slot is taken.
     insert_active: str
 
+    # -- bulk enqueue: a batch's keys are list parameters (``SqlStore._key_list``) --------
+    #: (keys) Serialise with every write taking one of the keys, as ``lock_key`` does for
+    #: one, taking the locks in one order; None on SQLite.
+    lock_keys: str | None
+    #: (pending_keys, live_keys) -> row(dedupe_key, dedupe_scope): a job holding one of
+    #: ``pending_keys`` in its live slot, or one of ``live_keys`` in its pending or active
+    #: slot (a key of the batch live under the other scope).
+    scope_in_batch: str
+
     # -- claims: (limit, now, owner, starting) and the candidates' own -> rows (the job's
     # columns and its claim_token), in any order ------------------------------------------
     #: (type): due jobs of one type.

@@ -120,6 +120,53 @@ class SqlStore(SqlReads[C]):
             None, coalesced=held and update.replace_data, debounced=held and pushed
         )
 
+    # -- bulk enqueue ---------------------------------------------------------------------
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[str | None]:
+        rows = self._new_rows(jobs)
+        keyed = any(job.dedupe_key is not None for job in jobs)
+        return self._run(
+            "enqueue_many", lambda tx: self._insert_many_in(tx, jobs, rows), single=not keyed
+        )
+
+    def _new_rows(self, jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
+        now = self._now_param()
+        return [self._new_row(job, now) for job in jobs]
+
+    def _insert_many_in(
+        self, tx: C, jobs: Sequence[NewJob], rows: list[dict[str, Any]]
+    ) -> list[str | None]:
+        """The keys' scopes checked (their locks held first, where rows lock), then every
+        row inserted: a conflict of scopes raises before any is."""
+        sql = self.sql
+        by_scope: dict[str, list[str]] = {"pending": [], "pending+active": []}
+        for job in jobs:
+            if job.dedupe_key is not None:
+                by_scope[job.dedupe_scope].append(job.dedupe_key)
+        if by_scope["pending"] or by_scope["pending+active"]:
+            if sql.lock_keys is not None:
+                keys = by_scope["pending"] + by_scope["pending+active"]
+                tx.execute(sql.lock_keys, {"keys": self._key_list(keys)}).fetchall()
+            params = {
+                "pending_keys": self._key_list(by_scope["pending"]),
+                "live_keys": self._key_list(by_scope["pending+active"]),
+            }
+            live = tx.execute(sql.scope_in_batch, params).fetchone()
+            if live is not None:
+                requested = "pending" if live["dedupe_scope"] != "pending" else "pending+active"
+                raise DedupeScopeConflictError(
+                    live["dedupe_key"], requested, live["dedupe_scope"] or "unknown"
+                )
+        return self._insert_rows(tx, rows)
+
+    @abstractmethod
+    def _key_list(self, keys: list[str]) -> Any:
+        """``keys`` as the list parameter of ``lock_keys`` and ``scope_in_batch``."""
+
+    @abstractmethod
+    def _insert_rows(self, tx: C, rows: list[dict[str, Any]]) -> list[str | None]:
+        """Insert every row (as ``insert_pending`` does one) in this transaction: the id
+        of each, in order, None where a dedupe slot is taken."""
+
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
         now = self._now_param()
         row = self._new_row(job, now)

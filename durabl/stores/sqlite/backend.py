@@ -5,6 +5,7 @@ file stands in for change streams."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import sqlite3
@@ -237,6 +238,14 @@ class SqliteJobQueue(SqlStore[sqlite3.Connection]):
     # -- rows -----------------------------------------------------------------------------
     def _new_row(self, job: NewJob, now: int) -> dict[str, Any]:
         return writes.new_row(job, now)
+
+    def _key_list(self, keys: list[str]) -> str:
+        return json.dumps(keys)  # read back by json_each
+
+    def _insert_rows(self, tx: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[str | None]:
+        """One statement per row inside the one transaction: no round trips in-process."""
+        insert = self.sql.insert_pending
+        return [row["id"] if tx.execute(insert, row).rowcount else None for row in rows]
 
     def _job(self, row: sqlite3.Row) -> Job[Any]:
         return codec.to_job(row)

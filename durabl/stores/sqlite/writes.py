@@ -154,6 +154,13 @@ STATEMENTS = Statements(
     insert_pending=(
         f"{_INSERT}({', '.join(':' + c for c in _INSERT_COLUMNS)}) ON CONFLICT DO NOTHING"
     ),
+    lock_keys=None,
+    scope_in_batch=(
+        f"SELECT dedupe_key, dedupe_scope FROM {JOBS} "
+        "WHERE live_slot IN (SELECT value FROM json_each(:pending_keys)) "
+        "OR pending_slot IN (SELECT value FROM json_each(:live_keys)) "
+        "OR active_slot IN (SELECT value FROM json_each(:live_keys)) LIMIT 1"
+    ),
     job_exists=None,
     update_holder_live=f"{_UPDATE_HOLDER} WHERE live_slot = :key AND {_HELD_PENDING}",
     update_holder_pending=f"{_UPDATE_HOLDER} WHERE pending_slot = :key AND {_HELD_PENDING}",
