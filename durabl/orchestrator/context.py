@@ -209,13 +209,28 @@ class OrchestrationContext:
         if not isinstance(name, str) or not name:
             raise ValueError(f"sleep name must be a non-empty string, got {name!r}")
         duration = to_seconds(seconds, "seconds")
+        self._sleep(name, lambda now: now + timedelta(seconds=duration))
+
+    def sleep_until(self, name: str, when: datetime) -> None:
+        """Suspend the job until the instant ``when`` (a timezone-aware datetime), as
+        :meth:`sleep` does: no worker is held, no attempt is used. An instant already past
+        continues at once (the sleep is still journaled, so the body replays the same)."""
+        self._check_halt()
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"sleep name must be a non-empty string, got {name!r}")
+        wake_at = jr.check_wake_instant(name, when)
+        self._sleep(name, lambda now: wake_at)
+
+    def _sleep(self, name: str, wake_time: Callable[[datetime], datetime]) -> None:
+        """Journal a sleep to ``wake_time(now)`` the first time; suspend until the journaled
+        wake time while it is ahead (also when replayed early, after a reap)."""
         recorded = self._replay("sleep", name)
         if recorded is not None:
             wake_at = recorded.wake_at or self._io.now()
         else:
             self._halt_if_aborted()
             now = self._io.now()
-            wake_at = now + timedelta(seconds=duration)
+            wake_at = wake_time(now)
             wake_at = wake_at.replace(microsecond=wake_at.microsecond // 1000 * 1000)
             seq = self._cursor
             entry = jr.sleep_entry(seq, name, wake_at, at=now, attempt=self.job.attempts)

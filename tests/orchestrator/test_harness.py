@@ -538,3 +538,47 @@ def test_a_step_result_outside_the_utc_range_is_refused_when_journaled() -> None
     harness = OrchestrationHarness(body)
     with pytest.raises(TypeError):
         harness.run()
+
+
+# -- sleep_until ------------------------------------------------------------------------------
+
+
+def test_sleep_until_sleeps_to_the_instant_and_continues_after_it() -> None:
+    log: list[str] = []
+    clock = FakeClock(datetime(2026, 12, 20, 9, 30, tzinfo=timezone.utc))
+    christmas_eve = datetime(2026, 12, 24, 1, 0, tzinfo=timezone(timedelta(hours=1)))
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        octx.sleep_until("until-christmas-eve", christmas_eve)
+        octx.step("greet", lambda keys, signal: log.append("greet"))
+
+    t = OrchestrationHarness(body, clock=clock)
+    assert t.run() == "sleeping"
+    assert t.wake_at == datetime(2026, 12, 24, tzinfo=timezone.utc)
+    assert log == []
+    assert t.resume() == "completed"
+    assert log == ["greet"] and t.attempts == 1
+    assert [(s.name, s.kind) for s in t.steps] == [
+        ("until-christmas-eve", "sleep"),
+        ("greet", "step"),
+    ]
+
+
+def test_sleep_until_an_instant_already_past_continues_at_once() -> None:
+    clock = FakeClock(datetime(2027, 1, 1, tzinfo=timezone.utc))
+    t = OrchestrationHarness(
+        lambda job, octx: octx.sleep_until("late", datetime(2026, 1, 1, tzinfo=timezone.utc)),
+        clock=clock,
+    )
+    assert t.run() == "completed"
+    assert [s.kind for s in t.steps] == ["sleep"]
+
+
+def test_sleep_until_refuses_a_naive_datetime_or_another_type() -> None:
+    naive = OrchestrationHarness(lambda job, octx: octx.sleep_until("n", datetime(2026, 12, 24)))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        naive.run()
+    assert naive.steps == []
+    wrong = OrchestrationHarness(lambda job, octx: octx.sleep_until("n", "2026-12-24"))
+    with pytest.raises(TypeError, match="must be a datetime"):
+        wrong.run()
