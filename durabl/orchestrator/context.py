@@ -20,6 +20,8 @@ from durabl.model.abort import LEASE_LOST, AbortSignal, JobAborted
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import JournalTooLarge, NondeterminismError
 from durabl.model.job import Job, JournalAppendResult
+from durabl.model.payload import check_payload
+from durabl.model.subscriptions import check_event, step_event_key
 from durabl.orchestrator import journal as jr
 from durabl.runtime.handler import RunSignal, SuspendRun
 
@@ -52,6 +54,10 @@ class JournalIO(Protocol):
         """Append fenced on the claim; ``position`` is the journal's length before."""
 
     def heartbeat(self) -> HeartbeatStatus: ...
+
+    def send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
+        """Send ``event`` with ``data``, or return the jobs an earlier send with
+        ``dedupe_key`` started (``JobQueue.send_event_once``)."""
 
 
 class StepHooks(Protocol):
@@ -239,6 +245,20 @@ class OrchestrationContext:
             self._guard(self._hooks.step_journaled, name)
         if self._io.now() < wake_at:
             self._stop(SuspendRun(wake_at, f"sleeping in {name!r} until {wake_at.isoformat()}"))
+
+    def send_event(self, name: str, event: str, data: Any = None) -> list[str]:
+        """Send ``event`` (``queue.send_event``) as the journaled step ``name``: the ids of
+        the jobs it started, one of every subscribed type; on resume, the journaled ids.
+
+        Never twice: a run that crashed after the send and before the journal write sends
+        again with the same dedupe key (from the job's id and ``name``), which finds the
+        jobs the first send started, pending, running or finished, as long as they are
+        stored (a job pruned or deleted in between is not found, and is started again)."""
+        check_event(event)
+        data = {} if data is None else data
+        check_payload(data, what=f"data of event {event!r}")
+        key = step_event_key(self.job.id, name)
+        return self.step(name, lambda keys, signal: self._io.send_event(event, data, key))
 
     def now(self) -> datetime:
         """The instant this orchestration started (its first journaled attempt), the same

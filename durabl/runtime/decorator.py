@@ -71,6 +71,7 @@ def job(
     concurrency_key: ConcurrencyKey | None = None,
     concurrency_limit: int | None = None,
     rate_limit: tuple[int, Seconds] | None = None,
+    on_event: str | tuple[str, ...] | None = None,
     **unexpected: NoReturn,
 ) -> Callable[[Handler], DeclaredJob]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
@@ -82,7 +83,9 @@ def job(
     enqueue and at run. ``on_dead_letter(job)``: called once per terminal failure.
     ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
     flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
-    type's workers start. Every option is checked here; nothing connects or starts."""
+    type's workers start. ``on_event`` (an event name or a tuple of them): sending one of
+    them starts a job of the type (docs/workflows.md); recorded in the store when a queue
+    of this process starts. Every option is checked here; nothing connects or starts."""
     check_keywords("@durabl.job()", unexpected, ())  # named as the decorator is written
     given = DeclaredOptions(
         concurrency=concurrency,
@@ -99,6 +102,7 @@ def job(
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
         rate_limit=rate_limit,
+        on_event=on_event,
     )
     check_process_options(given.concurrency, given.poll_interval, given.heartbeat_interval)
     type_options = build_type_options(type, given)
