@@ -582,3 +582,49 @@ def test_sleep_until_refuses_a_naive_datetime_or_another_type() -> None:
     wrong = OrchestrationHarness(lambda job, octx: octx.sleep_until("n", "2026-12-24"))
     with pytest.raises(TypeError, match="must be a datetime"):
         wrong.run()
+
+
+# -- send_event -------------------------------------------------------------------------------
+
+
+def invoicing(after: list[str]) -> Any:
+    def body(job: Job[Any], octx: OrchestrationContext) -> list[str]:
+        ids = octx.send_event("sync", "billing/invoice.sync", {"invoice_id": job.data["id"]})
+        octx.step("after", lambda keys, signal: after.append("after"))
+        return ids
+
+    return body
+
+
+def test_send_event_records_each_event_once_and_journals_the_ids() -> None:
+    after: list[str] = []
+    t = OrchestrationHarness(
+        invoicing(after),
+        {"id": 7},
+        subscriptions={"billing/invoice.sync": ["sync-invoice", "mail-invoice"]},
+    )
+    assert t.run() == "completed"
+    assert t.sent_events == [("billing/invoice.sync", {"invoice_id": 7})]
+    assert t.steps[0].name == "sync" and t.steps[0].result == ["sync-invoice-1", "mail-invoice-2"]
+
+
+@pytest.mark.parametrize("crash", ["crash_before", "crash_after"])
+def test_a_crash_around_send_event_does_not_send_it_twice(crash: str) -> None:
+    after: list[str] = []
+    t = OrchestrationHarness(
+        invoicing(after), {"id": 7}, subscriptions={"billing/invoice.sync": ["sync-invoice"]}
+    )
+    assert getattr(t, crash)("sync") == "crashed"
+    assert t.resume() == "completed"
+    assert t.sent_events == [("billing/invoice.sync", {"invoice_id": 7})]
+    assert t.steps[0].result == ["sync-invoice-1"] and after == ["after"]
+
+
+def test_send_event_refuses_a_bad_event_or_data_before_sending() -> None:
+    bad_name = OrchestrationHarness(lambda job, octx: octx.send_event("s", ""))
+    with pytest.raises(ValueError, match="event"):
+        bad_name.run()
+    bad_data = OrchestrationHarness(lambda job, octx: octx.send_event("s", "e", {"x": object()}))
+    with pytest.raises(TypeError):
+        bad_data.run()
+    assert bad_name.sent_events == bad_data.sent_events == []
