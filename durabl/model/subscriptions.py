@@ -69,7 +69,9 @@ def event_dedupe_key(event: str, key: str, type: str) -> str:
     return f"event:{event}:{key}:{type}"
 
 
-def step_event_key(job_id: str, step: str) -> str:
-    """The dedupe key an orchestration's ``send_event`` step sends with: the same on every
-    run of the step, so a run repeated after a crash starts nothing new."""
-    return f"step:{job_id}:{step}"
+def step_event_key(step_key: str) -> str:
+    """The dedupe key an orchestration's ``send_event`` step sends with, from the step's
+    own idempotency key (the job's id, the step's name and position): the same on every
+    run of that step, so a run repeated after a crash starts nothing new, and another for
+    each step of a body that sends in a loop."""
+    return f"step:{step_key}"

@@ -251,14 +251,19 @@ class OrchestrationContext:
         the jobs it started, one of every subscribed type; on resume, the journaled ids.
 
         Never twice: a run that crashed after the send and before the journal write sends
-        again with the same dedupe key (from the job's id and ``name``), which finds the
-        jobs the first send started, pending, running or finished, as long as they are
-        stored (a job pruned or deleted in between is not found, and is started again)."""
+        again with the same dedupe key (from the job's id, ``name`` and the step's
+        position), which finds the jobs the first send started, pending, running or
+        finished, as long as they are stored (a job pruned or deleted in between is not
+        found, and is started again)."""
         check_event(event)
         data = {} if data is None else data
         check_payload(data, what=f"data of event {event!r}")
-        key = step_event_key(self.job.id, name)
-        return self.step(name, lambda keys, signal: self._io.send_event(event, data, key))
+        return self.step(
+            name,
+            lambda keys, signal: self._io.send_event(
+                event, data, step_event_key(keys.idempotency_key)
+            ),
+        )
 
     def now(self) -> datetime:
         """The instant this orchestration started (its first journaled attempt), the same

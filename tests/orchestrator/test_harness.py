@@ -628,3 +628,14 @@ def test_send_event_refuses_a_bad_event_or_data_before_sending() -> None:
     with pytest.raises(TypeError):
         bad_data.run()
     assert bad_name.sent_events == bad_data.sent_events == []
+
+
+def test_send_event_in_a_loop_sends_at_every_step_of_the_loop() -> None:
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        for n in range(3):
+            octx.send_event("remind", "crm/reminder", {"n": n})
+
+    t = OrchestrationHarness(body, subscriptions={"crm/reminder": ["remind"]})
+    assert t.run() == "completed"
+    assert t.sent_events == [("crm/reminder", {"n": n}) for n in range(3)]
+    assert [s.result for s in t.steps] == [["remind-1"], ["remind-2"], ["remind-3"]]
