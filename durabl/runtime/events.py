@@ -31,6 +31,12 @@ from durabl.runtime.enqueuing import Enqueuing
 _EARLIER_SEND_LIMIT = 20
 
 
+def _scope(key: str | None) -> str | None:
+    """A keyed send's jobs hold their key while pending or active, whatever their type's
+    default scope."""
+    return None if key is None else "pending+active"
+
+
 class RecordedSubscriptions:
     """The subscriptions a queue has written to its store (so each is written once per
     process, not at every send). Thread-safe."""
@@ -117,9 +123,10 @@ class EventSending(Enqueuing):
             s.type: None if dedupe_key is None else event_dedupe_key(event, dedupe_key, s.type)
             for s in subscribed
         }
-        for key in keys.values():
-            if key is not None:
-                check_dedupe_key(key)  # every key checked before the first job is stored
+        for type, key in keys.items():
+            # Every job checked (its type's schema and defaults included) before the first
+            # is stored: a send is refused whole, never half done.
+            self.types.new_job(type, data, {"dedupe_key": key, "dedupe_scope": _scope(key)})
         ids: list[str] = []
         for subscription in subscribed:
             key = keys[subscription.type]
@@ -127,12 +134,7 @@ class EventSending(Enqueuing):
             if earlier is not None:
                 ids.append(earlier)
                 continue
-            job_id = self.enqueue(
-                subscription.type,
-                data,
-                dedupe_key=key,
-                dedupe_scope=None if key is None else "pending+active",
-            )
+            job_id = self.enqueue(subscription.type, data, dedupe_key=key, dedupe_scope=_scope(key))
             if job_id is not None:
                 ids.append(job_id)
         if self.listens("event-sent"):

@@ -232,3 +232,15 @@ def test_on_event_is_checked_where_it_is_declared() -> None:
     with pytest.raises(ValueError, match="at least one"):
         durabl.job("bad-event", on_event=())
     assert registry.get("bad-event") is None
+
+
+def test_a_send_one_subscribed_type_refuses_stores_no_job_of_any(
+    queue: JobQueue, declared: list[str]
+) -> None:
+    declare(declared, "sync-invoice", INVOICE)
+    declared.append("typed-invoice")
+    durabl.job("typed-invoice", on_event=INVOICE, schema=dict[str, int])(lambda job, ctx: None)
+    with pytest.raises(durabl.PayloadValidationError):
+        queue.send_event(INVOICE, {"invoice_id": "seven"})
+    assert queue.count_jobs() == 0
+    assert len(queue.send_event(INVOICE, {"invoice_id": 7})) == 2
