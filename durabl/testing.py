@@ -7,7 +7,7 @@ import copy
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
@@ -103,11 +103,18 @@ class _CrashHooks:
 
 
 class _MemoryJournal:
-    """A harness's journal (the list itself, appended in place) and its clock."""
+    """A harness's journal (the list itself, appended in place), its clock and its
+    event sends."""
 
-    def __init__(self, journal: list[dict[str, Any]], now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        journal: list[dict[str, Any]],
+        now: Callable[[], datetime],
+        send_event: Callable[[str, Any, str], list[str]],
+    ) -> None:
         self._journal = journal
         self._now = now
+        self.send_event = send_event
 
     def now(self) -> datetime:
         return self._now()
@@ -144,6 +151,10 @@ class OrchestrationHarness:
     ``wake_at`` set; ``resume()`` first moves the clock to the wake time (the sleep
     elapses) unless ``elapse_sleep=False``, which wakes the body early so it sleeps again.
     As in production, waking from a sleep does not count an attempt.
+
+    Events: ``octx.send_event`` appends ``(event, data)`` to ``sent_events``, once per
+    step however often the step runs again (``crash_before`` included), and returns one
+    id per type that ``subscriptions`` (event name -> job types) subscribes to it.
     """
 
     def __init__(
@@ -159,6 +170,7 @@ class OrchestrationHarness:
         max_journal_bytes: int | None = None,
         step_timeout: Seconds | None = 300.0,
         max_duration: Seconds | None = None,
+        subscriptions: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not callable(body):
             raise TypeError(f"body must be callable, got {body!r}")
@@ -187,6 +199,11 @@ class OrchestrationHarness:
         self._journal: list[dict[str, Any]] = []
         self._created = self._now()
         self._logs: deque[LogEntry] = deque(maxlen=MAX_LOG_ENTRIES)
+        self.subscriptions = {e: list(types) for e, types in (subscriptions or {}).items()}
+        #: Every event the body sent, as ``(event, data)``, each send once.
+        self.sent_events: list[tuple[str, Any]] = []
+        self._sends: dict[str, list[str]] = {}
+        self._started_jobs = 0
 
     def __repr__(self) -> str:
         return (
@@ -237,6 +254,20 @@ class OrchestrationHarness:
         return [entry.message for entry in self._logs]
 
     # -- inside -----------------------------------------------------------------------------
+    def _send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
+        """What a store's send does, kept here: a repeat of a step's send (same key)
+        returns the ids of the first and records nothing more."""
+        earlier = self._sends.get(dedupe_key)
+        if earlier is not None:
+            return list(earlier)
+        self.sent_events.append((event, portable(data)))
+        ids = []
+        for type in self.subscriptions.get(event, []):
+            self._started_jobs += 1
+            ids.append(f"{type}-{self._started_jobs}")
+        self._sends[dedupe_key] = ids
+        return list(ids)
+
     def _now(self) -> datetime:
         now = self.clock.now()
         return now.replace(microsecond=now.microsecond // 1000 * 1000)
@@ -276,7 +307,7 @@ class OrchestrationHarness:
         hooks = _CrashHooks(after, before)
         octx = OrchestrationContext(
             job,
-            io=_MemoryJournal(self._journal, self._now),
+            io=_MemoryJournal(self._journal, self._now, self._send_event),
             signal=signal,
             log=ctx.log,
             budget=journal_budget(job, self.max_journal_bytes),

@@ -18,8 +18,9 @@ URLs (under the admin's root), ``<list>`` being ``job`` (failed), ``pendingjob``
   :data:`durabl_django.admin_actions.ACTION_STATUSES` offers on that list (``retry``,
   ``cancel``, ``delete``, ``run_now``)
 - ``durabl_django/<list>/<id>/<action>/``: the same for one job
-- ``durabl_django/queueoverview/``, ``jobschedule/``, ``workerprocess/``: the overview
-  (per-type counts, lag, the last hour's chart), the schedules and the workers
+- ``durabl_django/queueoverview/``, ``jobschedule/``, ``workerprocess/``,
+  ``eventsubscription/``: the overview (per-type counts, lag, the last hour's chart), the
+  schedules, the workers and the event subscriptions
 - ``durabl_django/``: the section's own page (Django's app index) shows the overview too
   (``templates/admin/durabl_django/app_index.html``)
 """
@@ -45,6 +46,7 @@ from durabl_django.models import (
     ActiveJob,
     CancelledJob,
     CompletedJob,
+    EventSubscription,
     Job,
     JobSchedule,
     PendingJob,
@@ -171,6 +173,7 @@ def _register() -> None:
     for model, page in (
         (JobSchedule, registry.schedule_list),
         (WorkerProcess, registry.worker_list),
+        (EventSubscription, registry.event_list),
         (QueueOverview, overview.queue_overview),
     ):
         admin.site.register(model, type(f"{model.__name__}Admin", (PageAdmin,), {"page": page}))

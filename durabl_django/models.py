@@ -106,6 +106,16 @@ class WorkerProcess(Job):
         verbose_name_plural = "workers"
 
 
+class EventSubscription(Job):
+    """The events page (the event subscriptions kept in the store)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "event subscription"
+        verbose_name_plural = "events"
+
+
 class QueueOverview(Job):
     """The per-type queue overview page."""
 

@@ -234,6 +234,7 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 
 # -- main -------------------------------------------------------------------------------------
 def commands() -> tuple[Callable[[Sub], None], ...]:
+    from durabl.cli.events import configure_events
     from durabl.cli.ops import commands as operator_commands
     from durabl.cli.worker import configure_worker
     from durabl.cli.workers import configure_workers
@@ -242,6 +243,7 @@ def commands() -> tuple[Callable[[Sub], None], ...]:
         configure_worker,
         *operator_commands(),
         configure_workers,
+        configure_events,
         configure_migrate,
         configure_reap,
         configure_demo,

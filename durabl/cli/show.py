@@ -45,6 +45,7 @@ def run_show(args: argparse.Namespace) -> int:
     if job is None:
         raise CommandError(f"no job {args.job_id}")
     record = {f.name: getattr(job, f.name) for f in fields(job) if f.name != "journal"}
+    record["waiting_for"] = job.waiting_for  # read from the journal, which is not shown
     if args.json:
         print_json(record)
         return 0

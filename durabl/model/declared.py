@@ -16,6 +16,7 @@ from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job
 from durabl.model.options import build_new_job, check_job_type, check_timeout
 from durabl.model.schema import PayloadSchema
+from durabl.model.subscriptions import subscribed_events
 
 #: The enqueue options a declared type may set defaults for (None: not set).
 DEFAULTABLE_OPTIONS = (
@@ -48,6 +49,9 @@ class TypeOptions:
     rate_limit: tuple[int, float] | None = None
     #: The time limit of each run of the type, in seconds (a job's own ``timeout`` wins).
     timeout: float | None = None
+    #: The events that start a job of the type (``on_event``), recorded in the store as
+    #: subscriptions when a queue starts (docs/workflows.md).
+    on_event: tuple[str, ...] = ()
 
     def enqueue_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The options of one enqueue: ``given`` (its None values meaning "not given"),
@@ -106,6 +110,7 @@ class DeclaredOptions:
     concurrency_limit: int | None = None
     rate_limit: tuple[int, Seconds] | None = None
     timeout: Seconds | None = None
+    on_event: str | tuple[str, ...] | None = None
 
     def given_type_options(self) -> dict[str, Any]:
         """The per-type options given (not None), by name."""
@@ -156,6 +161,7 @@ def build_type_options(type: str, options: DeclaredOptions) -> TypeOptions:
         concurrency_limit=concurrency_limit,
         rate_limit=None if options.rate_limit is None else _check_rate_limit(options.rate_limit),
         timeout=check_timeout(options.timeout),
+        on_event=() if options.on_event is None else subscribed_events(options.on_event),
     )
 
 

@@ -17,6 +17,7 @@ from durabl.model import backoff as _backoff
 from durabl.model.attempts import Attempt, AttemptOutcome, attempt_error
 from durabl.model.backoff import BackoffPolicy
 from durabl.model.payload import check_result
+from durabl.model.waiting import suspension_of
 
 T = TypeVar("T")
 
@@ -117,6 +118,13 @@ class Job(Generic[T]):
     #: The job's own time limit in seconds (``enqueue(timeout=)``), over its type's; None:
     #: the type's, if it has one (see docs/concepts.md, Time limits).
     timeout: float | None = None
+
+    @property
+    def waiting_for(self) -> str | None:
+        """What a suspended orchestration waits for (``"until 2026-12-24T00:00:00Z"`` for
+        a durable sleep), else None. Read from the journal the job carries: nothing more
+        is stored or fetched for it."""
+        return suspension_of(self.status, self.run_at, self.journal)
 
 
 @dataclass(frozen=True)

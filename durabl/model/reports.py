@@ -64,6 +64,7 @@ EventKind = Literal[
     "changestream-error",
     "changestream-fallback",
     "changestream-closed",
+    "event-sent",
 ]
 
 #: Every :data:`EventKind`, for checking the kinds a sink asks for.
@@ -136,3 +137,14 @@ class JobEvent:
             attempt=attempt,
             extra={} if extra is None else extra,
         )
+
+    @property
+    def event(self) -> str | None:
+        """``event-sent``: the event's name (None for other kinds)."""
+        value = self.extra.get("event")
+        return value if isinstance(value, str) else None
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """``event-sent``: the ids of the jobs the event started (empty for other kinds)."""
+        return tuple(self.extra.get("job_ids", ()))

@@ -20,6 +20,8 @@ from durabl.model.abort import LEASE_LOST, AbortSignal, JobAborted
 from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import JournalTooLarge, NondeterminismError
 from durabl.model.job import Job, JournalAppendResult
+from durabl.model.payload import check_payload
+from durabl.model.subscriptions import check_event, step_event_key
 from durabl.orchestrator import journal as jr
 from durabl.runtime.handler import RunSignal, SuspendRun
 
@@ -52,6 +54,10 @@ class JournalIO(Protocol):
         """Append fenced on the claim; ``position`` is the journal's length before."""
 
     def heartbeat(self) -> HeartbeatStatus: ...
+
+    def send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
+        """Send ``event`` with ``data``, or return the jobs an earlier send with
+        ``dedupe_key`` started (``JobQueue.send_event_once``)."""
 
 
 class StepHooks(Protocol):
@@ -209,13 +215,28 @@ class OrchestrationContext:
         if not isinstance(name, str) or not name:
             raise ValueError(f"sleep name must be a non-empty string, got {name!r}")
         duration = to_seconds(seconds, "seconds")
+        self._sleep(name, lambda now: now + timedelta(seconds=duration))
+
+    def sleep_until(self, name: str, when: datetime) -> None:
+        """Suspend the job until the instant ``when`` (a timezone-aware datetime), as
+        :meth:`sleep` does: no worker is held, no attempt is used. An instant already past
+        continues at once (the sleep is still journaled, so the body replays the same)."""
+        self._check_halt()
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"sleep name must be a non-empty string, got {name!r}")
+        wake_at = jr.check_wake_instant(name, when)
+        self._sleep(name, lambda now: wake_at)
+
+    def _sleep(self, name: str, wake_time: Callable[[datetime], datetime]) -> None:
+        """Journal a sleep to ``wake_time(now)`` the first time; suspend until the journaled
+        wake time while it is ahead (also when replayed early, after a reap)."""
         recorded = self._replay("sleep", name)
         if recorded is not None:
             wake_at = recorded.wake_at or self._io.now()
         else:
             self._halt_if_aborted()
             now = self._io.now()
-            wake_at = now + timedelta(seconds=duration)
+            wake_at = wake_time(now)
             wake_at = wake_at.replace(microsecond=wake_at.microsecond // 1000 * 1000)
             seq = self._cursor
             entry = jr.sleep_entry(seq, name, wake_at, at=now, attempt=self.job.attempts)
@@ -224,6 +245,25 @@ class OrchestrationContext:
             self._guard(self._hooks.step_journaled, name)
         if self._io.now() < wake_at:
             self._stop(SuspendRun(wake_at, f"sleeping in {name!r} until {wake_at.isoformat()}"))
+
+    def send_event(self, name: str, event: str, data: Any = None) -> list[str]:
+        """Send ``event`` (``queue.send_event``) as the journaled step ``name``: the ids of
+        the jobs it started, one of every subscribed type; on resume, the journaled ids.
+
+        Never twice: a run that crashed after the send and before the journal write sends
+        again with the same dedupe key (from the job's id, ``name`` and the step's
+        position), which finds the jobs the first send started, pending, running or
+        finished, as long as they are stored (a job pruned or deleted in between is not
+        found, and is started again)."""
+        check_event(event)
+        data = {} if data is None else data
+        check_payload(data, what=f"data of event {event!r}")
+        return self.step(
+            name,
+            lambda keys, signal: self._io.send_event(
+                event, data, step_event_key(keys.idempotency_key)
+            ),
+        )
 
     def now(self) -> datetime:
         """The instant this orchestration started (its first journaled attempt), the same

@@ -17,7 +17,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from durabl.model.clock import as_utc
@@ -106,6 +106,22 @@ def sleep_entry(
         "at": at,
         "attempt": attempt,
     }
+
+
+def check_wake_instant(name: str, when: object) -> datetime:
+    """``when`` as an aware UTC datetime for ``sleep_until``; TypeError for what is not a
+    datetime, ValueError for a naive one (its instant would depend on the server's zone)."""
+    if not isinstance(when, datetime):
+        raise TypeError(f"sleep_until {name!r}: when must be a datetime, got {when!r}")
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError(
+            f"sleep_until {name!r}: when must be timezone-aware "
+            "(for example datetime(2026, 12, 24, tzinfo=timezone.utc)), got a naive datetime"
+        )
+    try:
+        return when.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"sleep_until {name!r}: {when!r} is outside UTC's range") from None
 
 
 def bootstrap_entry(started_at: datetime, seed: str, *, at: datetime) -> dict[str, Any]:

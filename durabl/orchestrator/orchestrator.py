@@ -71,6 +71,9 @@ class _RunJournal:
     def append(self, entries: list[dict[str, Any]], position: int) -> JournalAppendResult:
         return self._run.append_journal(entries, position)
 
+    def send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
+        return self._run.runtime.send_event_once(event, data, dedupe_key)
+
     def heartbeat(self) -> HeartbeatStatus:
         result = self._run.renew()
         if result == "applied":

@@ -15,6 +15,7 @@ from typing import Any
 from durabl.model.declared import DEFAULTABLE_OPTIONS, TypeOptions, given_options
 from durabl.model.options import NewJob, build_new_job
 from durabl.model.schedule import Schedule
+from durabl.model.subscriptions import Subscription, subscriptions_of
 from durabl.runtime.declared import Declaration, Registry, registry
 
 
@@ -57,6 +58,18 @@ class TypeCatalog:
         """The job one tick of ``schedule`` enqueues: the schedule's options win over the
         type's defaults."""
         return self.new_job(schedule.type, schedule.data, {**schedule.options, "run_at": tick})
+
+    def subscriptions(self) -> list[Subscription]:
+        """The ``on_event`` subscriptions of every type this queue knows (its own options
+        over the declared ones), sorted."""
+        types = set(self.declared.types()) | set(self._given)
+        found = {
+            subscription
+            for type in types
+            if (options := self.options(type)) is not None
+            for subscription in subscriptions_of(type, options.on_event)
+        }
+        return sorted(found)
 
     def declarations(self, types: Iterable[str] | None = None) -> list[Declaration]:
         """The declarations of ``types`` (None: every declared type), sorted by type;

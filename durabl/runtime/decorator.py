@@ -72,6 +72,7 @@ def job(
     concurrency_limit: int | None = None,
     rate_limit: tuple[int, Seconds] | None = None,
     timeout: Seconds | None = None,
+    on_event: str | tuple[str, ...] | None = None,
     **unexpected: NoReturn,
 ) -> Callable[[Handler], DeclaredJob]:
     """Declare ``handler(job, ctx)`` as the handler of job ``type`` (see docs/api.md).
@@ -84,7 +85,9 @@ def job(
     ``concurrency_key`` (a string, or a callable of the payload), ``concurrency_limit``:
     flow control defaults for every enqueue; ``rate_limit=(limit, per)``: stored when the
     type's workers start. ``timeout``: the time limit of each run in seconds (a job's own
-    ``enqueue(timeout=)`` wins). Every option is checked here; nothing connects or starts."""
+    ``enqueue(timeout=)`` wins). ``on_event`` (an event name or a tuple of them): sending one of
+    them starts a job of the type (docs/workflows.md); recorded in the store when a queue
+    of this process starts. Every option is checked here; nothing connects or starts."""
     check_keywords("@durabl.job()", unexpected, ())  # named as the decorator is written
     given = DeclaredOptions(
         concurrency=concurrency,
@@ -102,6 +105,7 @@ def job(
         concurrency_limit=concurrency_limit,
         rate_limit=rate_limit,
         timeout=timeout,
+        on_event=on_event,
     )
     check_process_options(given.concurrency, given.poll_interval, given.heartbeat_interval)
     type_options = build_type_options(type, given)

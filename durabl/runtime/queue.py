@@ -1,10 +1,10 @@
 """JobQueue: the front of durabl. Enqueue anywhere; process where intended.
 
-The class is written in four modules, one concern each: making jobs
-(:mod:`durabl.runtime.enqueuing`), the operator's store operations
-(:mod:`durabl.runtime.operations`) and the background services
-(:mod:`durabl.runtime.services`) are its base classes; here are its state, processing,
-inline runs, hooks and shutdown."""
+The class is written in five modules, one concern each: making jobs
+(:mod:`durabl.runtime.enqueuing`), sending events (:mod:`durabl.runtime.events`), the
+operator's store operations (:mod:`durabl.runtime.operations`) and the background
+services (:mod:`durabl.runtime.services`) are its base classes; here are its state,
+processing, inline runs, hooks and shutdown."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from durabl.model.options import (
 )
 from durabl.model.reports import JobEvent, QueueHealth
 from durabl.runtime.catalog import TypeCatalog
-from durabl.runtime.enqueuing import Enqueuing
+from durabl.runtime.events import EventSending, RecordedSubscriptions
 from durabl.runtime.hooks import (
     EnqueueHook,
     EnqueueHooks,
@@ -60,7 +60,7 @@ from durabl.stores.base import Backend
 _module_logger = logging.getLogger(__name__)
 
 
-class JobQueue(Enqueuing, QueueOperations, QueueServices):
+class JobQueue(EventSending, QueueOperations, QueueServices):
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
     queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
 
@@ -110,6 +110,8 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         self.enqueue_hooks = EnqueueHooks(process_enqueue_hooks)
         #: Per-type options: those given to :meth:`process` over the declared ones.
         self.types = TypeCatalog()
+        #: The ``on_event`` subscriptions this queue wrote to its store.
+        self.recorded_subscriptions = RecordedSubscriptions()
         self._reaper = ReaperSlot(self)
         #: The scheduler (docs/schedules.md): its thread starts with start_scheduler().
         self.scheduler = Scheduler(backend, self.clock, self.logger, new_job=self.types.tick_job)
@@ -206,6 +208,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
                 return
             self.backend.startup()
             self._started = True
+        self.record_subscriptions()
 
     def _ready(self) -> Backend:
         if not self._started:
@@ -241,6 +244,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         concurrency_limit: int | None = None,
         rate_limit: tuple[int, Seconds] | None = None,
         timeout: Seconds | None = None,
+        on_event: str | tuple[str, ...] | None = None,
         **unexpected: NoReturn,
     ) -> None:
         """Run ``handler(job, ctx)`` for jobs of ``type`` on ``concurrency`` worker threads.
@@ -269,6 +273,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
             concurrency_limit=concurrency_limit,
             rate_limit=rate_limit,
             timeout=timeout,
+            on_event=on_event,
         )
         processor = self._register(type, handler, given)
         declared = self.type_options(type)
@@ -299,6 +304,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         concurrency_limit: int | None = None,
         rate_limit: tuple[int, Seconds] | None = None,
         timeout: Seconds | None = None,
+        on_event: str | tuple[str, ...] | None = None,
         **unexpected: NoReturn,
     ) -> Processor:
         """Declare the handler for ``type`` without starting threads: jobs then run only
@@ -321,6 +327,7 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
             concurrency_limit=concurrency_limit,
             rate_limit=rate_limit,
             timeout=timeout,
+            on_event=on_event,
         )
         return self._register(type, handler, given)
 
@@ -333,6 +340,9 @@ class JobQueue(Enqueuing, QueueOperations, QueueServices):
         )
         if options is not None:
             self.types.give(type, options)
+        declared = self.type_options(type)
+        if declared is not None and declared.on_event:
+            self.record_subscriptions()  # kept in the store, for every process to send
         return processor
 
     def process_declared(self, types: Iterable[str] | None = None) -> list[str]:

@@ -100,6 +100,9 @@ class Runtime(EventSink, Protocol):
     runs: RunRegistry[ManagedRun]
     run_hooks: RunHooks
 
+    def send_event_once(self, event: str, data: Any, dedupe_key: str) -> list[str]:
+        """``JobQueue.send_event_once``: what an orchestration's ``send_event`` step does."""
+
 
 @dataclass(frozen=True)
 class RunOutcome:

@@ -37,6 +37,7 @@ from durabl.model.rules import (
     PRUNE_STATUSES,
 )
 from durabl.model.schedule import Schedule
+from durabl.model.subscriptions import Subscription
 from durabl.model.workers import WorkerInfo
 
 
@@ -368,6 +369,21 @@ class Backend(FencedWrites, Protocol):
 
     def prune_workers(self, last_seen_before: datetime) -> int:
         """Remove the entries last seen before ``last_seen_before``; how many."""
+
+    # -- event subscriptions (the rules are durabl.model.subscriptions'; docs/workflows.md)
+    #: True when the store keeps event subscriptions (the four shipped stores do).
+    supports_subscriptions: bool
+
+    def upsert_subscriptions(self, subscriptions: Sequence[Subscription]) -> None:
+        """Store each subscription not stored yet (those stored are left as they are).
+        Idempotent, safe when processes record the same subscriptions at once."""
+
+    def load_subscriptions(self, event: str | None = None) -> list[Subscription]:
+        """The stored subscriptions to ``event`` (None: every one), sorted by event and
+        type, in one query."""
+
+    def delete_subscription(self, subscription: Subscription) -> bool:
+        """Remove the subscription; False when it was not stored."""
 
 
 ClaimSource = Literal["poll", "inline", "drain"]

@@ -40,6 +40,7 @@ from durabl.model.rules import (
     search_walk,
 )
 from durabl.model.schedule import Schedule
+from durabl.model.subscriptions import Subscription
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import Backend, EnqueueResult, SchemaVersion
 
@@ -74,6 +75,19 @@ class WorkerRegistry(Protocol):
 
 #: The outcome of a job whose dedupe slot is taken (and that coalesces nothing).
 SLOT_TAKEN = EnqueueResult(None)
+
+
+class SubscriptionStore(Protocol):
+    """The part of a store that keeps event subscriptions (:attr:`StoreBase.subscriptions`):
+    each method means what the ``*_subscription(s)`` operation of :class:`Backend` of its
+    name means (``upsert`` gets them sorted and without repeats, ``load`` may answer in
+    any order)."""
+
+    def upsert(self, subscriptions: Sequence[Subscription]) -> None: ...
+
+    def load(self, event: str | None) -> list[Subscription]: ...
+
+    def delete(self, subscription: Subscription) -> bool: ...
 
 
 def cancel_reason(reason: str | None) -> str:
@@ -245,6 +259,23 @@ class StoreBase(Backend):
 
     def prune_workers(self, last_seen_before: datetime) -> int:
         return self._worker_registry().prune(last_seen_before)
+
+    # -- event subscriptions: as schedules, the flag and the part (``subscriptions``) ------
+    supports_subscriptions: bool = False
+    subscriptions: SubscriptionStore | None = None
+
+    def _subscription_store(self) -> SubscriptionStore:
+        return self._part(self.subscriptions, "does not keep event subscriptions")
+
+    def upsert_subscriptions(self, subscriptions: Sequence[Subscription]) -> None:
+        if subscriptions:
+            self._subscription_store().upsert(sorted(set(subscriptions)))
+
+    def load_subscriptions(self, event: str | None = None) -> list[Subscription]:
+        return sorted(self._subscription_store().load(event))
+
+    def delete_subscription(self, subscription: Subscription) -> bool:
+        return self._subscription_store().delete(subscription)
 
     # -- retention: the arguments checked once; each store deletes in one operation -------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:

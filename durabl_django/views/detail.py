@@ -191,6 +191,7 @@ def _fields(job: Job[Any]) -> list[Field]:
         Field("Dedupe scope", job.dedupe_scope or ""),
         Field("Priority", str(job.priority), first=job.status == "pending"),
         Field("Run at", format_time(job.run_at, zone=True), first=delayed),
+        *([Field("Waiting for", job.waiting_for, first=True)] if job.waiting_for else []),
         Field("Created at", format_time(job.created_at, zone=True)),
         Field(
             ended,

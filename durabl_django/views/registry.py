@@ -1,5 +1,5 @@
-"""The pages of what the store keeps besides jobs: the workers registry and the
-schedules. Each is one table (``_table_page.html``)."""
+"""The pages of what the store keeps besides jobs: the workers registry, the schedules
+and the event subscriptions. Each is one table (``_table_page.html``)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,29 @@ def worker_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRespo
         "table_css": "durabl-workers",
     }
     return render(model_admin, request, "worker_list.html", context)
+
+
+def event_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
+    """Every stored event subscription, by event: the job type each event starts."""
+    require(request)
+    queue = get_job_queue()
+    supported = queue.backend.supports_subscriptions
+    subscriptions = queue.list_subscriptions() if supported else []
+    rows = [
+        {
+            "css": "durabl-subscription",
+            "cells": [
+                Cell(s.event, title=s.event),
+                Cell(s.type, title=s.type, css="durabl-type"),
+            ],
+        }
+        for s in subscriptions
+    ]
+    context = {
+        **base_context(model_admin, request, "Events"),
+        "rows": rows,
+        "supported": supported,
+        "columns": [("Event", ""), ("Starts a job of type", "")],
+        "table_css": "durabl-events",
+    }
+    return render(model_admin, request, "event_list.html", context)

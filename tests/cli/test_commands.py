@@ -148,6 +148,26 @@ def test_schedules_lists_stored_schedules(url: str) -> None:
     assert rows[0]["name"] == "nightly" and rows[0]["type"] == "report"
 
 
+def test_events_lists_the_stored_subscriptions(url: str) -> None:
+    queue = JobQueue(backend_from_url(url))
+    queue.register("sync-invoice", lambda job, ctx: None, on_event="billing/invoice.sync")
+    queue.register("mail-invoice", lambda job, ctx: None, on_event="billing/invoice.sync")
+    queue.backend.close()
+    table = durabl_cli("events", url=url)
+    assert table.returncode == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["EVENT", "TYPE"]
+    assert [line.split() for line in lines[1:]] == [
+        ["billing/invoice.sync", "mail-invoice"],
+        ["billing/invoice.sync", "sync-invoice"],
+    ]
+    rows = json.loads(durabl_cli("events", "--json", url=url).stdout)
+    assert rows == [
+        {"event": "billing/invoice.sync", "type": "mail-invoice"},
+        {"event": "billing/invoice.sync", "type": "sync-invoice"},
+    ]
+
+
 def test_url_comes_from_the_environment_and_its_absence_names_both() -> None:
     result = durabl_cli("stats")
     assert result.returncode == 2

@@ -1,5 +1,5 @@
 """Read-only commands (``health``, ``stats``, ``jobs``, ``show``, ``workers``, ``schedules``,
-``migrate --check``) never create, set up or migrate a store: a mistyped URL is an error
+``events``, ``migrate --check``) never create, set up or migrate a store: a mistyped URL is an error
 that names what is missing, not an empty and healthy queue."""
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ from durabl.stores.sqlite import SqliteJobQueue
 from durabl.stores.sqlite.schema import META_TABLE
 from tests.conftest import drop_postgres_tables, postgres_table, require_postgres
 
-READ_ONLY = (["health"], ["stats"], ["jobs"], ["show", "some-id"], ["workers"], ["schedules"])
+READ_ONLY = (
+    ["health"],
+    ["stats"],
+    ["jobs"],
+    ["show", "some-id"],
+    ["workers"],
+    ["schedules"],
+    ["events"],
+)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

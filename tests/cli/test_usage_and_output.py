@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,22 @@ def test_schedules_and_jobs_say_their_times_are_utc(
     assert "Europe/Paris" in row and row.count(" UTC") == 1  # next tick; no last one yet
     _, out, _ = run(capsys, "jobs", "--type", "a", "--url", url)
     assert out.splitlines()[1].count(" UTC") == 2  # run_at and updated_at
+
+
+def test_show_says_what_a_sleeping_orchestration_waits_for(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durabl import Orchestrator
+
+    queue = JobQueue(backend_from_url(url))
+    orch = Orchestrator(queue)
+    wake = datetime(2099, 12, 24, tzinfo=timezone.utc)
+    orch.define("advent", lambda job, octx: octx.sleep_until("eve", wake), start=False)
+    queue.register("advent", orch.definitions["advent"].handler)
+    job_id = queue.enqueue("advent", {}) or ""
+    assert queue.run_pending() == 1
+    queue.backend.close()
+    _, out, _ = run(capsys, "show", job_id, "--url", url)
+    assert "waiting_for:       until 2099-12-24T00:00:00Z" in out.splitlines()
+    _, out, _ = run(capsys, "show", job_id, "--json", "--url", url)
+    assert json.loads(out)["waiting_for"] == "until 2099-12-24T00:00:00Z"

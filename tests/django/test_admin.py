@@ -219,6 +219,23 @@ def test_detail_page_of_a_pending_job_offers_delete_only(
     assert "No log lines." in page
 
 
+def test_detail_page_of_a_sleeping_orchestration_says_until_when(
+    admin_client: Client, queue: JobQueue
+) -> None:
+    from durabl import Orchestrator
+
+    orch = Orchestrator(queue)
+    wake = datetime(2099, 12, 24, tzinfo=timezone.utc)
+    orch.define("advent", lambda job, octx: octx.sleep_until("eve", wake), start=False)
+    queue.register("advent", orch.definitions["advent"].handler)
+    job_id = queue.enqueue("advent", {})
+    assert job_id is not None and queue.run_pending() == 1
+    page = admin_client.get(detail(job_id), follow=True).content.decode()
+    assert "Waiting for" in page and ">until 2099-12-24T00:00:00Z</div>" in page
+    plain = queue.enqueue("email", {"to": "x"})
+    assert "Waiting for" not in admin_client.get(detail(plain or ""), follow=True).content.decode()
+
+
 def test_detail_of_a_missing_job_redirects_with_a_message(
     admin_client: Client, queue: JobQueue
 ) -> None:

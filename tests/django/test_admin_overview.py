@@ -202,3 +202,16 @@ def test_overview_says_when_no_worker_runs_at_all(
     index = admin_client.get(reverse("admin:app_list", args=["durabl_django"])).content.decode()
     assert "No worker is running: 2 pending jobs wait for one." in index
     assert overview_row(index, "email")["counts"]["Pending"] == 2
+
+
+EVENTS = "admin:durabl_django_eventsubscription_changelist"
+
+
+def test_events_page_lists_the_stored_subscriptions(admin_client: Client, queue: JobQueue) -> None:
+    assert "No event subscriptions yet" in admin_client.get(reverse(EVENTS)).content.decode()
+    queue.register("sync-invoice", lambda job, ctx: None, on_event=("billing/invoice.sync", XSS))
+    page = admin_client.get(reverse(EVENTS)).content.decode()
+    found = re.findall(r'<tr class="durabl-subscription">(.*?)</tr>', page, re.S)
+    assert len(found) == 2 and all("sync-invoice" in row for row in found)
+    assert "billing/invoice.sync" in page
+    assert html.escape(XSS) in page and XSS not in page

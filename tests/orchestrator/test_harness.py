@@ -556,3 +556,104 @@ def test_snooze_in_a_body_sleeps_in_the_harness_without_an_attempt() -> None:
     assert t.wake_at == start + timedelta(minutes=5)
     assert t.resume() == "completed"
     assert tries == [1, 1] and t.attempts == 1
+
+
+# -- sleep_until ------------------------------------------------------------------------------
+
+
+def test_sleep_until_sleeps_to_the_instant_and_continues_after_it() -> None:
+    log: list[str] = []
+    clock = FakeClock(datetime(2026, 12, 20, 9, 30, tzinfo=timezone.utc))
+    christmas_eve = datetime(2026, 12, 24, 1, 0, tzinfo=timezone(timedelta(hours=1)))
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        octx.sleep_until("until-christmas-eve", christmas_eve)
+        octx.step("greet", lambda keys, signal: log.append("greet"))
+
+    t = OrchestrationHarness(body, clock=clock)
+    assert t.run() == "sleeping"
+    assert t.wake_at == datetime(2026, 12, 24, tzinfo=timezone.utc)
+    assert log == []
+    assert t.resume() == "completed"
+    assert log == ["greet"] and t.attempts == 1
+    assert [(s.name, s.kind) for s in t.steps] == [
+        ("until-christmas-eve", "sleep"),
+        ("greet", "step"),
+    ]
+
+
+def test_sleep_until_an_instant_already_past_continues_at_once() -> None:
+    clock = FakeClock(datetime(2027, 1, 1, tzinfo=timezone.utc))
+    t = OrchestrationHarness(
+        lambda job, octx: octx.sleep_until("late", datetime(2026, 1, 1, tzinfo=timezone.utc)),
+        clock=clock,
+    )
+    assert t.run() == "completed"
+    assert [s.kind for s in t.steps] == ["sleep"]
+
+
+def test_sleep_until_refuses_a_naive_datetime_or_another_type() -> None:
+    naive = OrchestrationHarness(lambda job, octx: octx.sleep_until("n", datetime(2026, 12, 24)))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        naive.run()
+    assert naive.steps == []
+    wrong = OrchestrationHarness(lambda job, octx: octx.sleep_until("n", "2026-12-24"))
+    with pytest.raises(TypeError, match="must be a datetime"):
+        wrong.run()
+
+
+# -- send_event -------------------------------------------------------------------------------
+
+
+def invoicing(after: list[str]) -> Any:
+    def body(job: Job[Any], octx: OrchestrationContext) -> list[str]:
+        ids = octx.send_event("sync", "billing/invoice.sync", {"invoice_id": job.data["id"]})
+        octx.step("after", lambda keys, signal: after.append("after"))
+        return ids
+
+    return body
+
+
+def test_send_event_records_each_event_once_and_journals_the_ids() -> None:
+    after: list[str] = []
+    t = OrchestrationHarness(
+        invoicing(after),
+        {"id": 7},
+        subscriptions={"billing/invoice.sync": ["sync-invoice", "mail-invoice"]},
+    )
+    assert t.run() == "completed"
+    assert t.sent_events == [("billing/invoice.sync", {"invoice_id": 7})]
+    assert t.steps[0].name == "sync" and t.steps[0].result == ["sync-invoice-1", "mail-invoice-2"]
+
+
+@pytest.mark.parametrize("crash", ["crash_before", "crash_after"])
+def test_a_crash_around_send_event_does_not_send_it_twice(crash: str) -> None:
+    after: list[str] = []
+    t = OrchestrationHarness(
+        invoicing(after), {"id": 7}, subscriptions={"billing/invoice.sync": ["sync-invoice"]}
+    )
+    assert getattr(t, crash)("sync") == "crashed"
+    assert t.resume() == "completed"
+    assert t.sent_events == [("billing/invoice.sync", {"invoice_id": 7})]
+    assert t.steps[0].result == ["sync-invoice-1"] and after == ["after"]
+
+
+def test_send_event_refuses_a_bad_event_or_data_before_sending() -> None:
+    bad_name = OrchestrationHarness(lambda job, octx: octx.send_event("s", ""))
+    with pytest.raises(ValueError, match="event"):
+        bad_name.run()
+    bad_data = OrchestrationHarness(lambda job, octx: octx.send_event("s", "e", {"x": object()}))
+    with pytest.raises(TypeError):
+        bad_data.run()
+    assert bad_name.sent_events == bad_data.sent_events == []
+
+
+def test_send_event_in_a_loop_sends_at_every_step_of_the_loop() -> None:
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        for n in range(3):
+            octx.send_event("remind", "crm/reminder", {"n": n})
+
+    t = OrchestrationHarness(body, subscriptions={"crm/reminder": ["remind"]})
+    assert t.run() == "completed"
+    assert t.sent_events == [("crm/reminder", {"n": n}) for n in range(3)]
+    assert [s.result for s in t.steps] == [["remind-1"], ["remind-2"], ["remind-3"]]

@@ -149,6 +149,79 @@ def test_sleep_releases_the_job_until_its_wake_time_without_using_an_attempt(
     assert step_names(job) == ["welcome", "wait-a-day", "follow-up"]
 
 
+def test_sleep_until_suspends_the_job_to_the_instant_and_says_what_it_waits_for(
+    q: JobQueue, orch: Orchestrator, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+    wake = (clock.now() + timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        octx.sleep_until("until-midnight", wake)
+        octx.step("after", lambda keys, signal: ran.append("after"))
+
+    declare(orch, "midnight", body)
+    job_id = q.enqueue("midnight", {}) or ""
+    assert get(q, job_id).waiting_for is None
+    assert q.run_pending() == 1
+    job = get(q, job_id)
+    assert (job.status, job.run_at, job.attempts) == ("pending", wake, 0)
+    assert job.waiting_for == "until " + wake.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ran == []
+    clock.advance((wake - clock.now()).total_seconds())
+    assert q.run_pending() == 1
+    job = get(q, job_id)
+    assert (job.status, job.waiting_for, ran) == ("completed", None, ["after"])
+
+
+def test_waiting_for_names_the_wake_time_of_a_plain_sleep(
+    q: JobQueue, orch: Orchestrator, clock: FakeClock
+) -> None:
+    declare(orch, "nap", lambda job, octx: octx.sleep("nap", 90.5))
+    job_id = q.enqueue("nap", {}) or ""
+    q.run_pending()
+    wake = get(q, job_id).run_at
+    assert wake == clock.now() + timedelta(seconds=90.5)
+    assert get(q, job_id).waiting_for == "until " + wake.strftime("%Y-%m-%dT%H:%M:%S.500Z")
+
+
+def test_send_event_starts_the_subscribed_jobs_once_even_when_the_journal_write_is_lost(
+    q: JobQueue, orch: Orchestrator, backend: Backend, clock: FakeClock
+) -> None:
+    """A run that sent and died before its journal write: the next run finds the jobs the
+    first started (here already completed, so no dedupe slot holds them) and starts none."""
+    q.register("sync-invoice", lambda job, ctx: None, on_event="billing/invoice.sync")
+    sent: list[list[str]] = []
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> None:
+        sent.append(octx.send_event("sync", "billing/invoice.sync", {"invoice_id": 7}))
+
+    handler = declare(orch, "invoicing", body)
+    job_id = q.enqueue("invoicing", {}) or ""
+    (handle,) = backend.claim("invoicing", lease_owner="doomed")
+    run = ManagedRun(handle, handler, q)
+    lost = JournalLost()
+    run.append_journal = lost  # type: ignore[method-assign]
+    with pytest.raises(Exception, match="lease"):
+        handler.run_managed(run)
+    assert sent == []  # the journal write failed: the step never returned
+    (first,) = [j.id for j in q.list_jobs(type="sync-invoice")]
+    assert q.run_pending() == 1  # the started job runs to completion
+    assert get(q, first).status == "completed"
+    expire_leases(clock, backend)
+    backend.reap(VT)
+    assert q.run_pending() == 1
+    assert get(q, job_id).status == "completed"
+    assert sent == [[first]]
+    assert [j.id for j in q.list_jobs(type="sync-invoice")] == [first]
+
+
+class JournalLost:
+    """Stands for the journal write failing (the process died before it): no append."""
+
+    def __call__(self, entries: list[dict[str, Any]], position: int) -> str:
+        return "lease-lost"
+
+
 def test_a_worker_that_dies_before_releasing_a_sleep_sleeps_again_after_the_reap(
     q: JobQueue, orch: Orchestrator, backend: Backend, clock: FakeClock
 ) -> None:

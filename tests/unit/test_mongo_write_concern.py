@@ -33,6 +33,7 @@ def written_collections(store: MongoJobQueue) -> dict[str, Collection[dict[str, 
         "jobs": store.col,
         "schedules": store.schedules.col,
         "workers": store.workers.col,
+        "subscriptions": store.subscriptions.col,
         "rate_limits": store._rates,
     }
 
@@ -42,7 +43,7 @@ def write_concerns(store: MongoJobQueue) -> dict[str, dict[str, Any]]:
 
 
 def every(document: dict[str, Any] | None) -> dict[str, dict[str, Any] | None]:
-    return dict.fromkeys(("jobs", "schedules", "workers", "rate_limits"), document)
+    return dict.fromkeys(("jobs", "schedules", "workers", "subscriptions", "rate_limits"), document)
 
 
 def test_a_database_with_the_server_default_gets_majority_and_journal() -> None:

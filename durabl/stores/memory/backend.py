@@ -29,6 +29,7 @@ from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.engine import StoreBase
 from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.store import MemoryStore, Record, stats
+from durabl.stores.memory.subscriptions import MemorySubscriptions
 from durabl.stores.memory.workers import MemoryWorkers
 
 __all__ = ["MemoryBackend"]
@@ -48,6 +49,7 @@ class MemoryBackend(StoreBase):
     supports_journal: bool = True
     supports_schedules: bool = True
     supports_workers: bool = True
+    supports_subscriptions: bool = True
 
     def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
         self.clock = clock or SYSTEM_CLOCK
@@ -60,6 +62,7 @@ class MemoryBackend(StoreBase):
             self._store.lock, lambda job: self._enqueue(job, self.now())
         )
         self.workers = MemoryWorkers(self._store.lock)
+        self.subscriptions = MemorySubscriptions(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"

@@ -40,6 +40,7 @@ from durabl.stores.mongo.queries import MongoQueries
 from durabl.stores.mongo.reaper import MongoReaper
 from durabl.stores.mongo.schedules import MongoSchedules
 from durabl.stores.mongo.store import REGISTRY_REMOVAL_TIMEOUT, MongoStore
+from durabl.stores.mongo.subscriptions import MongoSubscriptions
 from durabl.stores.mongo.watcher import Watcher
 from durabl.stores.mongo.workers import MongoWorkers
 from durabl.stores.mongo.writes import MongoWrites
@@ -63,8 +64,10 @@ class MongoJobQueue(StoreBase):
     supports_journal = True
     supports_schedules = True
     supports_workers = True
+    supports_subscriptions = True
     schedules: MongoSchedules
     workers: MongoWorkers
+    subscriptions: MongoSubscriptions
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class MongoJobQueue(StoreBase):
         self.reaper = MongoReaper(self.store)
         self.schedules = MongoSchedules(self.store)
         self.workers = MongoWorkers(self.store)
+        self.subscriptions = MongoSubscriptions(self.store)
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"

@@ -164,3 +164,17 @@ READS: dict[str, str] = {
     ),
     "server_now": "SELECT {now} AS now",
 }
+
+
+#: The event subscriptions' statements (a table of its own, beside the reads for brevity).
+SUBSCRIPTIONS: dict[str, str] = {
+    "upsert_subscription": (
+        "INSERT INTO {subscriptions} (event, type) VALUES (%(event)s, %(type)s) "
+        "ON CONFLICT (event, type) DO NOTHING"
+    ),
+    "load_subscriptions": "SELECT event, type FROM {subscriptions}",
+    "load_event_subscriptions": ("SELECT event, type FROM {subscriptions} WHERE event = %(event)s"),
+    "delete_subscription": (
+        "DELETE FROM {subscriptions} WHERE event = %(event)s AND type = %(type)s"
+    ),
+}

@@ -77,6 +77,7 @@ class Tables:
             "meta": self.qualified("_meta"),
             "schedules": self.qualified("_schedules"),
             "workers": self.qualified("_workers"),
+            "subscriptions": self.qualified("_subscriptions"),
             "rate_limits": self.qualified("_rate_limits"),
             "channel": literal(self.channel),
             "lock_class": str(self.key_lock_class),
@@ -317,6 +318,20 @@ def _pending_by_run_at(t: Tables) -> list[str]:
     ]
 
 
+def _add_subscriptions(t: Tables) -> list[str]:
+    """Event subscriptions (:mod:`durabl.stores.sql.subscriptions`): one row per event and
+    job type its sending starts."""
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {t.qualified("_subscriptions")} (
+            event text NOT NULL,
+            type text NOT NULL,
+            PRIMARY KEY (event, type)
+        )
+        """
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -329,6 +344,7 @@ MIGRATIONS: list[Migration] = [
     (9, _reasons_by_status),
     (10, _pending_by_run_at),
     (11, _add_timeout),
+    (12, _add_subscriptions),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from psycopg import sql
 
+from durabl.stores.postgres import queries as q
 from durabl.stores.postgres.bulk import BULK_STATEMENTS
 from durabl.stores.postgres.notifies import NOTIFY_WAITING, ends_runs, notify
 from durabl.stores.postgres.queries import LIST_WALK, ORDER_NEWEST, READS, SEARCH, WALK_SOURCE
@@ -406,6 +407,7 @@ STATEMENTS: dict[str, str] = {
     ),
     "delete_worker": "DELETE FROM {workers} WHERE id = %(id)s",
     "prune_workers": "DELETE FROM {workers} WHERE last_seen < %(before)s",
+    **q.SUBSCRIPTIONS,
 }
 
 

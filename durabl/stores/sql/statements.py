@@ -200,6 +200,16 @@ class Statements:
     #: (before) -> count.
     prune_workers: str
 
+    # -- event subscriptions --------------------------------------------------------------
+    #: (event, type): stored unless it already is.
+    upsert_subscription: str
+    #: -> rows(event, type).
+    load_subscriptions: str
+    #: (event) -> rows(event, type).
+    load_event_subscriptions: str
+    #: (event, type) -> count.
+    delete_subscription: str
+
 
 def selecting(statement: str, where: str) -> str:
     """``statement`` with a listing filter's clause in its ``{where}``."""

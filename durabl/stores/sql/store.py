@@ -25,15 +25,17 @@ from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.sql import rates
 from durabl.stores.sql.reads import SqlReads
 from durabl.stores.sql.statements import C, selecting
+from durabl.stores.sql.subscriptions import SqlSubscriptions
 
 #: The order claimed rows are handed out in (a statement returns them in any order).
 claim_order = itemgetter("priority", "run_at", "seq")
 
 
-class SqlStore(SqlReads[C]):
+class SqlStore(SqlReads[C], SqlSubscriptions[C]):
     """Every operation of a SQL store but the dialect's own (its connections, schema, push
     pickup, and the hooks declared here, in :class:`~durabl.stores.sql.reads.SqlReads`
-    and in :class:`~durabl.stores.sql.writes.SqlWrites`)."""
+    and in :class:`~durabl.stores.sql.writes.SqlWrites`); event subscriptions are
+    :class:`~durabl.stores.sql.subscriptions.SqlSubscriptions`'."""
 
     supports_journal = True
     supports_schedules = True

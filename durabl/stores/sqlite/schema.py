@@ -21,6 +21,7 @@ RECEIPTS_TABLE = "durabl_receipts"
 SCHEDULES_TABLE = "durabl_schedules"
 RATE_LIMITS_TABLE = "durabl_rate_limits"
 WORKERS_TABLE = "durabl_workers"
+SUBSCRIPTIONS_TABLE = "durabl_subscriptions"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -254,6 +255,20 @@ def _pending_by_run_at(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_subscriptions(conn: sqlite3.Connection) -> None:
+    """Event subscriptions (:mod:`durabl.stores.sql.subscriptions`): one row per event and
+    job type its sending starts."""
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {SUBSCRIPTIONS_TABLE} (
+            event TEXT NOT NULL,
+            type TEXT NOT NULL,
+            PRIMARY KEY (event, type)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -270,6 +285,7 @@ MIGRATIONS: list[Migration] = [
     (11, _reasons_by_status),
     (12, _pending_by_run_at),
     (13, _add_timeout),
+    (14, _add_subscriptions),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

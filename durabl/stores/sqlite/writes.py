@@ -22,7 +22,12 @@ from durabl.stores.sql.rows import new_job_params
 from durabl.stores.sql.statements import Statements
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, READS, RECEIPTS
-from durabl.stores.sqlite.schema import RATE_LIMITS_TABLE, SCHEDULES_TABLE, WORKERS_TABLE
+from durabl.stores.sqlite.schema import (
+    RATE_LIMITS_TABLE,
+    SCHEDULES_TABLE,
+    SUBSCRIPTIONS_TABLE,
+    WORKERS_TABLE,
+)
 
 FENCE = "id = :id AND claim_token = :token AND status = 'active'"
 """The claim fence every write after a claim carries."""
@@ -289,6 +294,15 @@ STATEMENTS = Statements(
     ),
     delete_worker=f"DELETE FROM {WORKERS_TABLE} WHERE id = :id",
     prune_workers=f"DELETE FROM {WORKERS_TABLE} WHERE last_seen < :before",
+    upsert_subscription=(
+        f"INSERT INTO {SUBSCRIPTIONS_TABLE} (event, type) VALUES (:event, :type) "
+        "ON CONFLICT (event, type) DO NOTHING"
+    ),
+    load_subscriptions=f"SELECT event, type FROM {SUBSCRIPTIONS_TABLE}",
+    load_event_subscriptions=f"SELECT event, type FROM {SUBSCRIPTIONS_TABLE} WHERE event = :event",
+    delete_subscription=(
+        f"DELETE FROM {SUBSCRIPTIONS_TABLE} WHERE event = :event AND type = :type"
+    ),
     **READS,
 )
 

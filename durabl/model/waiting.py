@@ -1,0 +1,43 @@
+"""What a suspended orchestration waits for (``Job.waiting_for``), read from the journal
+the job carries: nothing more is stored for it. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+
+def suspension_of(
+    status: str, run_at: datetime, journal: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """``Job.waiting_for``: a pending job whose last journal entry is a sleep that wakes at
+    the job's own due time is sleeping until then (a retry's backoff moves ``run_at``
+    elsewhere, and the job then waits for no instant of its body's)."""
+    if status != "pending" or not journal:
+        return None
+    last = journal[-1]
+    wake_at = last.get("wake_at")
+    if last.get("kind") != "sleep" or not isinstance(wake_at, datetime):
+        return None
+    if _utc_millis(wake_at) != _utc_millis(run_at):
+        return None
+    return f"until {format_instant(wake_at)}"
+
+
+def _utc_millis(value: datetime) -> int:
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return (aware - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def format_instant(value: datetime) -> str:
+    """An instant as ISO 8601 in UTC with a ``Z`` (milliseconds only when there are any)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    utc = aware.astimezone(timezone.utc)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        text += f".{utc.microsecond // 1000:03d}"
+    return text + "Z"
