@@ -16,11 +16,20 @@ from durabl.model.clock import Seconds, to_seconds
 from durabl.model.job import Job, JournalAppendResult, LogEntry
 from durabl.model.options import MAX_LOG_ENTRIES
 from durabl.model.payload import check_payload
+from durabl.model.signals import (
+    WAIT_FOREVER,
+    Signal,
+    StoredSignal,
+    check_signal_name,
+    checked_signal_data,
+)
+from durabl.model.waiting import suspension_of
 from durabl.orchestrator import Body, OrchestrationContext, StepRecord
 from durabl.orchestrator.journal import (
     DEFAULT_MAX_JOURNAL_BYTES,
     decode,
     journal_budget,
+    last_signal_seq,
     portable,
 )
 from durabl.orchestrator.limits import RunLimits
@@ -77,7 +86,7 @@ def wait_until(
 HARNESS_SEED = "durabl-harness-seed"
 """The bootstrap seed an :class:`OrchestrationHarness` uses unless given another."""
 
-HarnessStatus = Literal["new", "completed", "crashed", "sleeping", "failed"]
+HarnessStatus = Literal["new", "completed", "crashed", "sleeping", "waiting", "failed"]
 
 
 class SimulatedCrash(Exception):
@@ -111,10 +120,15 @@ class _MemoryJournal:
         journal: list[dict[str, Any]],
         now: Callable[[], datetime],
         send_event: Callable[[str, Any, str], list[str]],
+        next_signal: Callable[[str, int], StoredSignal | None],
     ) -> None:
         self._journal = journal
         self._now = now
         self.send_event = send_event
+        self.next_signal = next_signal
+
+    def wake_if_signalled(self, name: str, after_seq: int) -> bool:
+        return False  # the harness resumes only when told: resume() finds the signal
 
     def now(self) -> datetime:
         return self._now()
@@ -151,6 +165,12 @@ class OrchestrationHarness:
     ``wake_at`` set; ``resume()`` first moves the clock to the wake time (the sleep
     elapses) unless ``elapse_sleep=False``, which wakes the body early so it sleeps again.
     As in production, waking from a sleep does not count an attempt.
+
+    Signals: ``send_signal(name, data)`` keeps a signal for the body, as ``queue.signal``
+    does; an attempt that reaches ``octx.wait_for_signal`` with none kept ends with
+    ``status == "waiting"`` (``wake_at``: its timeout, ``waiting_for``: ``"signal:<name>"``),
+    and ``resume()`` receives a signal sent meanwhile, or else lets the timeout pass (a wait
+    without one waits again).
 
     Events: ``octx.send_event`` appends ``(event, data)`` to ``sent_events``, once per
     step however often the step runs again (``crash_before`` included), and returns one
@@ -204,6 +224,7 @@ class OrchestrationHarness:
         self.sent_events: list[tuple[str, Any]] = []
         self._sends: dict[str, list[str]] = {}
         self._started_jobs = 0
+        self._signals: list[StoredSignal] = []
 
     def __repr__(self) -> str:
         return (
@@ -237,6 +258,22 @@ class OrchestrationHarness:
         journaled: the next one runs it again, with the same idempotency key."""
         return self._attempt(self.body, before=step)
 
+    def send_signal(self, name: str, data: Any = None) -> None:
+        """Send the signal ``name`` to the orchestration (``queue.signal``): the body's
+        ``wait_for_signal`` for it receives it on the next attempt (``resume()``), or it is
+        kept until a wait asks for it. Checked as ``queue.signal`` checks it."""
+        check_signal_name(name)
+        stored = checked_signal_data(name, data)
+        self._signals.append(StoredSignal(len(self._signals), Signal(name, stored, self._now())))
+
+    @property
+    def waiting_for(self) -> str | None:
+        """What the suspended orchestration waits for (``"signal:approve"``, ``"until
+        ..."``), as ``Job.waiting_for`` says it; None unless sleeping or waiting."""
+        if self.status not in ("sleeping", "waiting") or self.wake_at is None:
+            return None
+        return suspension_of("pending", self.wake_at, self._journal)
+
     # -- what happened ----------------------------------------------------------------------
     @property
     def steps(self) -> list[StepRecord]:
@@ -268,6 +305,19 @@ class OrchestrationHarness:
         self._sends[dedupe_key] = ids
         return list(ids)
 
+    def _next_signal(self, name: str, after_seq: int) -> StoredSignal | None:
+        kept = self._signals[after_seq + 1 :]
+        return next((s for s in kept if s.signal.name == name), None)
+
+    def _signal_arrived(self) -> bool:
+        """Whether the signal a waiting body waits for was sent since it suspended."""
+        last = self._journal[-1] if self._journal else {}
+        name = last.get("signal")
+        if last.get("kind") != "wait" or not isinstance(name, str):
+            return False
+        after = last_signal_seq(self.steps, name)
+        return self._next_signal(name, after) is not None
+
     def _now(self) -> datetime:
         now = self.clock.now()
         return now.replace(microsecond=now.microsecond // 1000 * 1000)
@@ -280,8 +330,11 @@ class OrchestrationHarness:
         before: str | None = None,
         elapse_sleep: bool = True,
     ) -> HarnessStatus:
-        if self.status == "sleeping" and self.wake_at is not None:
-            if elapse_sleep and self.clock.now() < self.wake_at:
+        if self.status in ("sleeping", "waiting") and self.wake_at is not None:
+            elapse = elapse_sleep and self.clock.now() < self.wake_at
+            if self.status == "waiting":  # a signal, or the timeout, ends the wait
+                elapse = elapse and self.wake_at < WAIT_FOREVER and not self._signal_arrived()
+            if elapse:
                 self.clock.advance((self.wake_at - self.clock.now()).total_seconds())
         else:
             self.attempts += 1
@@ -307,7 +360,7 @@ class OrchestrationHarness:
         hooks = _CrashHooks(after, before)
         octx = OrchestrationContext(
             job,
-            io=_MemoryJournal(self._journal, self._now, self._send_event),
+            io=_MemoryJournal(self._journal, self._now, self._send_event, self._next_signal),
             signal=signal,
             log=ctx.log,
             budget=journal_budget(job, self.max_journal_bytes),
@@ -325,7 +378,7 @@ class OrchestrationHarness:
         except SimulatedCrash:
             self.status = "crashed"
         except SuspendRun as suspend:
-            self.status = "sleeping"
+            self.status = "sleeping" if suspend.after_release is None else "waiting"
             self.wake_at = suspend.run_at
         except Snooze as snooze:
             self.status = "sleeping"

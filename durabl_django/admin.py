@@ -35,7 +35,7 @@ from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from durabl_django import admin_actions
+from durabl_django import admin_actions, admin_signal
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     LISTED_STATUSES,
@@ -134,6 +134,9 @@ class StatusJobAdmin(DurablAdmin):
                         name=self.name(f"{name}_one"),
                     ),
                 ]
+        if self.status == "pending":  # a job waiting for a signal is pending
+            signal = self.wrap(admin_signal.send_signal)
+            urls.append(path("<str:job_id>/signal/", signal, name=self.name("signal_one")))
         return [*urls, *self.detail_urls()]
 
 

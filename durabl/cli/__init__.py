@@ -236,12 +236,14 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 def commands() -> tuple[Callable[[Sub], None], ...]:
     from durabl.cli.events import configure_events
     from durabl.cli.ops import commands as operator_commands
+    from durabl.cli.signals import configure_signal
     from durabl.cli.worker import configure_worker
     from durabl.cli.workers import configure_workers
 
     return (
         configure_worker,
         *operator_commands(),
+        configure_signal,
         configure_workers,
         configure_events,
         configure_migrate,

@@ -122,8 +122,8 @@ class Job(Generic[T]):
     @property
     def waiting_for(self) -> str | None:
         """What a suspended orchestration waits for (``"until 2026-12-24T00:00:00Z"`` for
-        a durable sleep), else None. Read from the journal the job carries: nothing more
-        is stored or fetched for it."""
+        a durable sleep, ``"signal:approve"`` for ``wait_for_signal``), else None. Read
+        from the journal the job carries: nothing more is stored or fetched for it."""
         return suspension_of(self.status, self.run_at, self.journal)
 
 

@@ -65,6 +65,8 @@ EventKind = Literal[
     "changestream-fallback",
     "changestream-closed",
     "event-sent",
+    "signalled",
+    "woken",
 ]
 
 #: Every :data:`EventKind`, for checking the kinds a sink asks for.

@@ -1,5 +1,5 @@
-"""What a suspended orchestration waits for (``Job.waiting_for``), read from the journal
-the job carries: nothing more is stored for it. Pure: no I/O."""
+"""What a suspended orchestration waits for (``Job.waiting_for``), read from the journal the
+job carries: nothing more is stored or fetched for it. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -7,21 +7,28 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from durabl.model.signals import waiting_for_signal
+
 
 def suspension_of(
     status: str, run_at: datetime, journal: Sequence[Mapping[str, Any]]
 ) -> str | None:
-    """``Job.waiting_for``: a pending job whose last journal entry is a sleep that wakes at
-    the job's own due time is sleeping until then (a retry's backoff moves ``run_at``
-    elsewhere, and the job then waits for no instant of its body's)."""
+    """:attr:`Job.waiting_for`: a pending job whose last journal entry is a sleep that wakes
+    at the job's own due time is sleeping until then (a retry's backoff moves ``run_at``
+    elsewhere, and the job then waits for no instant of its body's); one whose last entry
+    is a signal wait timing out at its due time waits for that signal (a signal that woke
+    it made it due now: it then waits for nothing)."""
     if status != "pending" or not journal:
         return None
     last = journal[-1]
     wake_at = last.get("wake_at")
-    if last.get("kind") != "sleep" or not isinstance(wake_at, datetime):
+    kind = last.get("kind")
+    if kind not in ("sleep", "wait") or not isinstance(wake_at, datetime):
         return None
     if _utc_millis(wake_at) != _utc_millis(run_at):
         return None
+    if kind == "wait":
+        return waiting_for_signal(str(last.get("signal")))
     return f"until {format_instant(wake_at)}"
 
 

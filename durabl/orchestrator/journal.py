@@ -4,20 +4,27 @@ A journal is a list of portable dicts stored on the job, in append order. Three 
 
 - ``{"kind": "step", "seq", "name", "result", "key", "at", "attempt"}``: a completed step;
 - ``{"kind": "sleep", "seq", "name", "wake_at", "at", "attempt"}``: a durable sleep;
+- ``{"kind": "wait", "seq", "name", "signal", "wake_at", "at", "attempt"}``: a wait for
+  the signal ``signal`` suspended the job until ``wake_at`` (its timeout, or
+  :data:`~durabl.model.signals.WAIT_FOREVER`);
+- ``{"kind": "signal", "seq", "name", "signal", "result", "signal_seq", "at", "attempt"}``:
+  what that wait received: the signal (``result``: its name, data and ``sent_at``; its
+  stored ``signal_seq``), or None when the timeout passed;
 - ``{"kind": "bootstrap", "started_at", "seed", "at"}``: what ``octx.now()`` and
   ``octx.uuid()`` derive from; at most one, outside the step numbering.
 
-``seq`` numbers steps and sleeps from 0 in the order the body asks for them: a step's
+``seq`` numbers steps, sleeps and waits from 0 in the order the body asks for them: a step's
 identity is its position and its name. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from durabl.model.clock import as_utc
@@ -26,14 +33,18 @@ from durabl.model.job import Job, JournalRecord
 from durabl.model.options import MAX_PAYLOAD_BYTES
 from durabl.model.payload import check_payload
 from durabl.model.payload import portable as _portable
+from durabl.model.signals import WAIT_FOREVER, Signal, StoredSignal
 
 STEP = "step"
 SLEEP = "sleep"
+WAIT = "wait"
+SIGNAL = "signal"
 BOOTSTRAP = "bootstrap"
 DEFAULT_MAX_JOURNAL_BYTES = 4 * 1024 * 1024
 """The default cap on one job's journal (a job's data shares the same budget)."""
 
-EntryKind = Literal["step", "sleep"]
+EntryKind = Literal["step", "sleep", "wait", "signal"]
+_KINDS: tuple[EntryKind, ...] = ("step", "sleep", "wait", "signal")
 
 
 class StepResultError(DurablError, TypeError):
@@ -56,6 +67,9 @@ class StepRecord:
     attempt: int | None = None
     idempotency_key: str | None = None
     wake_at: datetime | None = None
+    #: A signal wait's signal name, and the stored ``seq`` of the signal it received.
+    signal: str | None = None
+    signal_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,74 @@ def sleep_entry(
     }
 
 
+def wait_entry(
+    seq: int, name: str, signal: str, wake_at: datetime, *, at: datetime, attempt: int
+) -> dict[str, Any]:
+    return {
+        "kind": WAIT,
+        "seq": seq,
+        "name": name,
+        "signal": signal,
+        "wake_at": wake_at,
+        "at": at,
+        "attempt": attempt,
+    }
+
+
+def signal_entry(
+    seq: int,
+    name: str,
+    signal: str,
+    received: StoredSignal | None,
+    *,
+    at: datetime,
+    attempt: int,
+) -> dict[str, Any]:
+    """What the wait ``name`` for ``signal`` received (None: its timeout passed)."""
+    result = None
+    if received is not None:
+        sent = received.signal
+        result = {"name": sent.name, "data": portable(sent.data), "sent_at": sent.sent_at}
+    return {
+        "kind": SIGNAL,
+        "seq": seq,
+        "name": name,
+        "signal": signal,
+        "result": result,
+        "signal_seq": None if received is None else received.seq,
+        "at": at,
+        "attempt": attempt,
+    }
+
+
+def wait_deadline(now: datetime, seconds: float | None) -> datetime:
+    """When a signal wait started at ``now`` times out (to the millisecond):
+    :data:`WAIT_FOREVER` without a timeout, or past it."""
+    if seconds is None or seconds >= (WAIT_FOREVER - now).total_seconds():
+        return WAIT_FOREVER
+    deadline = now + timedelta(seconds=seconds)
+    return deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
+
+
+def last_signal_seq(entries: Iterable[StepRecord], signal: str) -> int:
+    """The stored ``seq`` of the last signal ``signal`` that ``entries`` received (-1:
+    none): the next wait for it takes the first stored after."""
+    received = [
+        e.signal_seq
+        for e in entries
+        if e.kind == SIGNAL and e.signal == signal and e.signal_seq is not None
+    ]
+    return max(received, default=-1)
+
+
+def received_signal(record: StepRecord) -> Signal | None:
+    """The signal a journaled ``signal`` entry holds (None: the wait timed out)."""
+    result = record.result
+    if not isinstance(result, dict):
+        return None
+    return Signal(str(result["name"]), copy.deepcopy(result["data"]), as_utc(result["sent_at"]))
+
+
 def check_wake_instant(name: str, when: object) -> datetime:
     """``when`` as an aware UTC datetime for ``sleep_until``; TypeError for what is not a
     datetime, ValueError for a naive one (its instant would depend on the server's zone)."""
@@ -134,13 +216,18 @@ def _opt_time(value: Any) -> datetime | None:
 
 def decode_entry(entry: JournalRecord) -> StepRecord:
     kind = entry.get("kind")
-    if kind not in (STEP, SLEEP):
+    known = [k for k in _KINDS if k == kind]
+    if not known:
         raise DurablError(f"journal entry of unknown kind {kind!r}")
+    signal_seq = entry.get("signal_seq")
+    signal = entry.get("signal")
     return StepRecord(
         name=str(entry.get("name")),
         result=entry.get("result"),
         seq=int(entry.get("seq", -1)),
-        kind="step" if kind == STEP else "sleep",
+        kind=known[0],
+        signal=signal if isinstance(signal, str) else None,
+        signal_seq=signal_seq if isinstance(signal_seq, int) else None,
         at=_opt_time(entry.get("at")),
         attempt=entry.get("attempt"),
         idempotency_key=entry.get("key"),

@@ -19,6 +19,7 @@ from durabl.model.clock import Seconds
 from durabl.model.exceptions import DurablError, JournalTooLarge, NondeterminismError
 from durabl.model.job import JournalAppendResult
 from durabl.model.options import check_job_type
+from durabl.model.signals import StoredSignal
 from durabl.orchestrator.context import Body, HeartbeatStatus, OrchestrationContext
 from durabl.orchestrator.journal import (
     DEFAULT_MAX_JOURNAL_BYTES,
@@ -73,6 +74,12 @@ class _RunJournal:
 
     def send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
         return self._run.runtime.send_event_once(event, data, dedupe_key)
+
+    def next_signal(self, name: str, after_seq: int) -> StoredSignal | None:
+        return self._backend.next_signal(self._run.handle.id, name, after_seq)
+
+    def wake_if_signalled(self, name: str, after_seq: int) -> bool:
+        return self._run.runtime.wake_signalled(self._run.handle.id, name, after_seq)
 
     def heartbeat(self) -> HeartbeatStatus:
         result = self._run.renew()

@@ -12,13 +12,16 @@ decided in one place, and turned into a store call on its own in one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from durabl.model.backoff import DEFAULT_BACKOFF_MAX_DELAY, LATEST_INSTANT, BackoffPolicy
 from durabl.model.job import FailureKind, JobResult, LogEntry
 from durabl.stores.base import Backend, Completion
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,20 @@ class ReleaseWrite:
     logs: Sequence[LogEntry]
     run_at: datetime | None = None
     timeout: float | None = None
+    #: Called once the release is written (see ``SuspendRun.after_release``); what it
+    #: raises is logged: the release itself is recorded.
+    then: Callable[[], object] | None = None
 
     def write(self, backend: Backend) -> JobResult:
-        return backend.release(
+        result = backend.release(
             self.job_id, self.token, logs=self.logs, timeout=self.timeout, run_at=self.run_at
         )
+        if self.then is not None:
+            try:
+                self.then()
+            except Exception:
+                logger.exception("after releasing job %s", self.job_id)
+        return result
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -88,9 +89,18 @@ class SuspendRun(Exception):
     ``run_at``, without using an attempt (the orchestrator's durable sleep). The run's
     outcome is ``released``; it is not reported as an error."""
 
-    def __init__(self, run_at: datetime, reason: str = "suspended") -> None:
+    def __init__(
+        self,
+        run_at: datetime,
+        reason: str = "suspended",
+        *,
+        after_release: Callable[[], object] | None = None,
+    ) -> None:
         super().__init__(reason)
         self.run_at = run_at
+        #: Called once the job is written back to pending (a signal wait checks whether
+        #: its signal arrived while the job was still running, and wakes it if so).
+        self.after_release = after_release
 
 
 class Snooze(Exception):

@@ -54,13 +54,14 @@ from durabl.runtime.run import ManagedRun
 from durabl.runtime.scheduler import Scheduler
 from durabl.runtime.services import QueueServices
 from durabl.runtime.shutdown import Drain, install_signal_handlers
+from durabl.runtime.signals import Signalling
 from durabl.runtime.worker import Processor, Processors, default_lease_owner
 from durabl.stores.base import Backend
 
 _module_logger = logging.getLogger(__name__)
 
 
-class JobQueue(EventSending, QueueOperations, QueueServices):
+class JobQueue(EventSending, Signalling, QueueOperations, QueueServices):
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
     queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
 

@@ -103,6 +103,9 @@ class Runtime(EventSink, Protocol):
     def send_event_once(self, event: str, data: Any, dedupe_key: str) -> list[str]:
         """``JobQueue.send_event_once``: what an orchestration's ``send_event`` step does."""
 
+    def wake_signalled(self, job_id: str, name: str, after_seq: int) -> bool:
+        """``JobQueue.wake_signalled``: what a signal wait asks once its job is released."""
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -361,7 +364,9 @@ class ManagedRun(TimeLimitedRun):
         if self.signal.aborted and self.signal.reason == CANCELLED:
             return CancelWrite(job.id, job.claim_token, logs)
         if isinstance(error, SuspendRun):
-            return ReleaseWrite(job.id, job.claim_token, logs, run_at=error.run_at)
+            return ReleaseWrite(
+                job.id, job.claim_token, logs, run_at=error.run_at, then=error.after_release
+            )
         if isinstance(error, Snooze):
             return SnoozeWrite(job.id, job.claim_token, logs, error.seconds)
         kind = self._kind(error)

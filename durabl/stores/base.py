@@ -37,6 +37,7 @@ from durabl.model.rules import (
     PRUNE_STATUSES,
 )
 from durabl.model.schedule import Schedule
+from durabl.model.signals import SignalDelivery, StoredSignal
 from durabl.model.subscriptions import Subscription
 from durabl.model.workers import WorkerInfo
 
@@ -384,6 +385,25 @@ class Backend(FencedWrites, Protocol):
 
     def delete_subscription(self, subscription: Subscription) -> bool:
         """Remove the subscription; False when it was not stored."""
+
+    # -- signals (the rules are durabl.model.signals'; the decisions StoreBase's) ---------
+    #: True when the store keeps signals with their jobs (the four shipped stores do).
+    supports_signals: bool
+
+    def store_signal(self, job_id: str, name: str, data: Any, sent_at: datetime) -> int | None:
+        """One atomic write: keep the signal with job ``job_id`` unless the job is unknown
+        or terminal (None); its ``seq``, greater than every earlier signal's of the job."""
+
+    def next_signal(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None:
+        """The job's first signal ``name`` with a ``seq`` above ``after_seq``; one read."""
+
+    def send_signal(self, job_id: str, name: str, data: Any) -> SignalDelivery | None:
+        """Check, store, and wake the job when it waits for ``name`` (``queue.signal``);
+        None for an unknown or terminal job."""
+
+    def wake_if_signalled(self, job_id: str, name: str, after_seq: int) -> bool:
+        """Make the job due now if a signal ``name`` after ``after_seq`` is stored (the
+        second half of a signal wait's suspension); whether it was made due."""
 
 
 ClaimSource = Literal["poll", "inline", "drain"]

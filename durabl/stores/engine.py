@@ -27,6 +27,7 @@ from durabl.model.job import (
     clip_reason,
 )
 from durabl.model.options import NewJob, check_job_type
+from durabl.model.payload import to_millis
 from durabl.model.reports import QueueStats, ReapReport
 from durabl.model.rules import (
     PRUNE_STATUSES,
@@ -40,6 +41,13 @@ from durabl.model.rules import (
     search_walk,
 )
 from durabl.model.schedule import Schedule
+from durabl.model.signals import (
+    SignalDelivery,
+    StoredSignal,
+    check_signal_name,
+    checked_signal_data,
+    waiting_for_signal,
+)
 from durabl.model.subscriptions import Subscription
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import Backend, EnqueueResult, SchemaVersion
@@ -88,6 +96,16 @@ class SubscriptionStore(Protocol):
     def load(self, event: str | None) -> list[Subscription]: ...
 
     def delete(self, subscription: Subscription) -> bool: ...
+
+
+class SignalStore(Protocol):
+    """The part of a store that keeps signals with their jobs (:attr:`StoreBase.signals`):
+    ``store`` and ``next`` mean what ``store_signal`` and ``next_signal`` of
+    :class:`Backend` mean."""
+
+    def store(self, job_id: str, name: str, data: Any, sent_at: datetime) -> int | None: ...
+
+    def next(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None: ...
 
 
 def cancel_reason(reason: str | None) -> str:
@@ -276,6 +294,38 @@ class StoreBase(Backend):
 
     def delete_subscription(self, subscription: Subscription) -> bool:
         return self._subscription_store().delete(subscription)
+
+    # -- signals: the part (``signals``) stores; the decisions are made here, once -------
+    supports_signals: bool = False
+    signals: SignalStore | None = None
+
+    def store_signal(self, job_id: str, name: str, data: Any, sent_at: datetime) -> int | None:
+        return self._part(self.signals, "does not keep signals").store(job_id, name, data, sent_at)
+
+    def next_signal(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None:
+        return self._part(self.signals, "does not keep signals").next(job_id, name, after_seq)
+
+    def send_signal(self, job_id: str, name: str, data: Any) -> SignalDelivery | None:
+        """Stored first, then the job read: a job that suspended before the store saw the
+        signal waits for it and is made due here; one still running then finds it itself
+        once released (:meth:`wake_if_signalled`), so no signal waits unseen. A job made
+        due needlessly (it moved on meanwhile) only runs its body's checks again."""
+        check_signal_name(name)
+        if not isinstance(job_id, str):
+            raise TypeError(f"job_id must be a str, got {job_id!r}")
+        stored = checked_signal_data(name, data)
+        seq = self.store_signal(job_id, name, stored, to_millis(self.now()))
+        if seq is None:
+            return None
+        job = self.get_job(job_id)
+        waiting = job is not None and job.waiting_for == waiting_for_signal(name)
+        woken = waiting and self.run_now(job_id)
+        return SignalDelivery(job_id, "" if job is None else job.type, seq, woken)
+
+    def wake_if_signalled(self, job_id: str, name: str, after_seq: int) -> bool:
+        if self.next_signal(job_id, name, after_seq) is None:
+            return False
+        return self.run_now(job_id)
 
     # -- retention: the arguments checked once; each store deletes in one operation -------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:

@@ -224,6 +224,20 @@ def _job_actions(request: HttpRequest, job: Job[Any], section: str | None) -> li
     ]
 
 
+SIGNAL_PREFIX = "signal:"
+
+
+def signal_form(request: HttpRequest, job: Job[Any]) -> dict[str, str] | None:
+    """The "Send signal" form's context on ``job``'s page (``durabl_django.admin_signal``
+    answers it): the URL it posts to and the signal the job waits for; None when the job
+    waits for no signal or the user may not send one."""
+    waiting = job.waiting_for or ""
+    if not waiting.startswith(SIGNAL_PREFIX) or not has_perm(request, RETRY_PERMISSION):
+        return None
+    name = waiting[len(SIGNAL_PREFIX) :]
+    return {"url": admin_url("pendingjob_signal_one", job.id), "name": name}
+
+
 def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) -> HttpResponse:
     """Everything a job carries, what matters first; the actions the user may run on it."""
     require(request)
@@ -253,6 +267,7 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "section_title": TITLES[job.status] if section else "",
         "section_url": admin_url(f"{section}_changelist") if section else "",
         "job_actions": _job_actions(request, job, section),
+        "signal_form": signal_form(request, job),
         # A job that ran again after a failure keeps that failure's reason: say so.
         "reason_heading": "Failure reason"
         if job.status in ("failed", "superseded", "cancelled")

@@ -28,6 +28,7 @@ from durabl.stores import base
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.engine import StoreBase
 from durabl.stores.memory.schedules import MemorySchedules
+from durabl.stores.memory.signals import MemorySignals
 from durabl.stores.memory.store import MemoryStore, Record, stats
 from durabl.stores.memory.subscriptions import MemorySubscriptions
 from durabl.stores.memory.workers import MemoryWorkers
@@ -50,6 +51,7 @@ class MemoryBackend(StoreBase):
     supports_schedules: bool = True
     supports_workers: bool = True
     supports_subscriptions: bool = True
+    supports_signals: bool = True
 
     def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
         self.clock = clock or SYSTEM_CLOCK
@@ -63,6 +65,7 @@ class MemoryBackend(StoreBase):
         )
         self.workers = MemoryWorkers(self._store.lock)
         self.subscriptions = MemorySubscriptions(self._store.lock)
+        self.signals = MemorySignals(self._store.lock, self._store.jobs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"

@@ -39,6 +39,7 @@ from durabl.model.job import (
 from durabl.model.options import MAX_LOG_ENTRIES, MAX_LOG_MESSAGE_BYTES, RECEIPTS_KEPT, NewJob
 from durabl.model.payload import portable, to_millis
 from durabl.model.reports import QueueStats
+from durabl.model.signals import StoredSignal
 
 #: The Job fields a record holds under the same name.
 _RECORD_FIELDS = tuple(f.name for f in fields(Job) if f.name not in ("worker", "lease_expires_at"))
@@ -83,6 +84,8 @@ class Record:
     concurrency_limit: int | None = None
     trace_context: dict[str, str] | None = None
     timeout: float | None = None
+    #: The signals sent to the job, in the order stored (``seq`` is the position).
+    signals: list[StoredSignal] = field(default_factory=list)
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
     #: (claim token, operation, result) of the fenced writes that applied, newest last.
     receipts: deque[tuple[str, str, ResultStatus]] = field(

@@ -39,6 +39,7 @@ from durabl.stores.mongo.pushreads import open_watcher
 from durabl.stores.mongo.queries import MongoQueries
 from durabl.stores.mongo.reaper import MongoReaper
 from durabl.stores.mongo.schedules import MongoSchedules
+from durabl.stores.mongo.signals import MongoSignals
 from durabl.stores.mongo.store import REGISTRY_REMOVAL_TIMEOUT, MongoStore
 from durabl.stores.mongo.subscriptions import MongoSubscriptions
 from durabl.stores.mongo.watcher import Watcher
@@ -65,9 +66,11 @@ class MongoJobQueue(StoreBase):
     supports_schedules = True
     supports_workers = True
     supports_subscriptions = True
+    supports_signals = True
     schedules: MongoSchedules
     workers: MongoWorkers
     subscriptions: MongoSubscriptions
+    signals: MongoSignals
 
     def __init__(
         self,
@@ -107,6 +110,7 @@ class MongoJobQueue(StoreBase):
         self.schedules = MongoSchedules(self.store)
         self.workers = MongoWorkers(self.store)
         self.subscriptions = MongoSubscriptions(self.store)
+        self.signals = MongoSignals(self.store)
 
     def __repr__(self) -> str:
         return f"MongoJobQueue(db={self.db.name!r}, collection={self.collection_name!r})"

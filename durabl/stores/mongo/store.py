@@ -48,8 +48,9 @@ SERVER_TIME_REFRESH = 300.0
 #: the offset measured last (none at first: this host's clock).
 SERVER_TIME_TIMEOUT = 1.0
 DEFAULT_SKEW_ALLOWANCE = 2.0
-#: The projection every read that builds a Job uses: receipts stay in the store.
-NO_RECEIPTS = {"receipts": 0}
+#: The projection every read that builds a Job uses: receipts (and signals) stay in the
+#: store.
+NO_RECEIPTS = {"receipts": 0, "signals": 0}
 #: What durabl's writes wait for unless the user chose otherwise: a majority of the replica
 #: set has the write, in its journal. An acknowledged job then survives a crash of the
 #: primary and the rollback a failover makes of writes only it had (docs/operations.md).

@@ -177,4 +177,17 @@ SUBSCRIPTIONS: dict[str, str] = {
     "delete_subscription": (
         "DELETE FROM {subscriptions} WHERE event = %(event)s AND type = %(type)s"
     ),
+    # The job's row is locked while its signal is numbered: two senders to one job then
+    # commit in the order of their numbers, so a wait that read number n never finds a
+    # lower one committed after it (an identity value is taken at insert, not at commit).
+    "store_signal": (
+        "INSERT INTO {signals} (job_id, name, data, sent_at) "
+        "SELECT j.id, %(name)s, %(data)s, %(sent_at)s FROM {jobs} AS j "
+        "WHERE j.id = %(job_id)s AND j.status IN ('pending', 'active') "
+        "FOR NO KEY UPDATE RETURNING seq"
+    ),
+    "next_signal": (
+        "SELECT seq, name, data, sent_at FROM {signals} WHERE job_id = %(job_id)s "
+        "AND name = %(name)s AND seq > %(after)s ORDER BY seq LIMIT 1"
+    ),
 }

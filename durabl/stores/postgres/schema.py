@@ -78,6 +78,7 @@ class Tables:
             "schedules": self.qualified("_schedules"),
             "workers": self.qualified("_workers"),
             "subscriptions": self.qualified("_subscriptions"),
+            "signals": self.qualified("_signals"),
             "rate_limits": self.qualified("_rate_limits"),
             "channel": literal(self.channel),
             "lock_class": str(self.key_lock_class),
@@ -332,6 +333,24 @@ def _add_subscriptions(t: Tables) -> list[str]:
     ]
 
 
+def _add_signals(t: Tables) -> list[str]:
+    """Signals (:mod:`durabl.stores.sql.signals`): kept with their job (deleted with it),
+    numbered by ``seq`` in the order stored; read by job, name and ``seq``."""
+    signals = t.qualified("_signals")
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {signals} (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            job_id text NOT NULL REFERENCES {t.qualified()}(id) ON DELETE CASCADE,
+            name text NOT NULL,
+            data text NOT NULL,
+            sent_at timestamptz NOT NULL
+        )
+        """,
+        f"CREATE INDEX IF NOT EXISTS {t.index('signals_job')} ON {signals}(job_id, name, seq)",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -345,6 +364,7 @@ MIGRATIONS: list[Migration] = [
     (10, _pending_by_run_at),
     (11, _add_timeout),
     (12, _add_subscriptions),
+    (13, _add_signals),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -210,6 +210,12 @@ class Statements:
     #: (event, type) -> count.
     delete_subscription: str
 
+    # -- signals --------------------------------------------------------------------------
+    #: (job_id, name, data, sent_at) -> row(seq), none when the job is unknown or terminal.
+    store_signal: str
+    #: (job_id, name, after) -> row(seq, name, data, sent_at) of the first after ``after``.
+    next_signal: str
+
 
 def selecting(statement: str, where: str) -> str:
     """``statement`` with a listing filter's clause in its ``{where}``."""

@@ -24,6 +24,7 @@ from durabl.model.workers import WorkerInfo
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.sql import rates
 from durabl.stores.sql.reads import SqlReads
+from durabl.stores.sql.signals import SqlSignals
 from durabl.stores.sql.statements import C, selecting
 from durabl.stores.sql.subscriptions import SqlSubscriptions
 
@@ -31,11 +32,12 @@ from durabl.stores.sql.subscriptions import SqlSubscriptions
 claim_order = itemgetter("priority", "run_at", "seq")
 
 
-class SqlStore(SqlReads[C], SqlSubscriptions[C]):
+class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C]):
     """Every operation of a SQL store but the dialect's own (its connections, schema, push
     pickup, and the hooks declared here, in :class:`~durabl.stores.sql.reads.SqlReads`
     and in :class:`~durabl.stores.sql.writes.SqlWrites`); event subscriptions are
-    :class:`~durabl.stores.sql.subscriptions.SqlSubscriptions`'."""
+    :class:`~durabl.stores.sql.subscriptions.SqlSubscriptions`', signals
+    :class:`~durabl.stores.sql.signals.SqlSignals`'."""
 
     supports_journal = True
     supports_schedules = True

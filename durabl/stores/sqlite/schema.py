@@ -22,6 +22,7 @@ SCHEDULES_TABLE = "durabl_schedules"
 RATE_LIMITS_TABLE = "durabl_rate_limits"
 WORKERS_TABLE = "durabl_workers"
 SUBSCRIPTIONS_TABLE = "durabl_subscriptions"
+SIGNALS_TABLE = "durabl_signals"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -269,6 +270,25 @@ def _add_subscriptions(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_signals(conn: sqlite3.Connection) -> None:
+    """Signals (:mod:`durabl.stores.sql.signals`): kept with their job (deleted with it),
+    numbered by ``seq`` in the order stored; read by job, name and ``seq``."""
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {SIGNALS_TABLE} (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id TEXT NOT NULL REFERENCES {JOBS_TABLE}(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            data TEXT NOT NULL,
+            sent_at INTEGER NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_signals_job ON {SIGNALS_TABLE}(job_id, name, seq)"
+    )
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -286,6 +306,7 @@ MIGRATIONS: list[Migration] = [
     (12, _pending_by_run_at),
     (13, _add_timeout),
     (14, _add_subscriptions),
+    (15, _add_signals),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

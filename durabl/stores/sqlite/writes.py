@@ -25,6 +25,7 @@ from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, READS, RECEIPT
 from durabl.stores.sqlite.schema import (
     RATE_LIMITS_TABLE,
     SCHEDULES_TABLE,
+    SIGNALS_TABLE,
     SUBSCRIPTIONS_TABLE,
     WORKERS_TABLE,
 )
@@ -302,6 +303,16 @@ STATEMENTS = Statements(
     load_event_subscriptions=f"SELECT event, type FROM {SUBSCRIPTIONS_TABLE} WHERE event = :event",
     delete_subscription=(
         f"DELETE FROM {SUBSCRIPTIONS_TABLE} WHERE event = :event AND type = :type"
+    ),
+    store_signal=(
+        f"INSERT INTO {SIGNALS_TABLE} (job_id, name, data, sent_at) "
+        "SELECT :job_id, :name, :data, :sent_at WHERE EXISTS "
+        f"(SELECT 1 FROM {JOBS} WHERE id = :job_id AND status IN ('pending', 'active')) "
+        "RETURNING seq"
+    ),
+    next_signal=(
+        f"SELECT seq, name, data, sent_at FROM {SIGNALS_TABLE} "
+        "WHERE job_id = :job_id AND name = :name AND seq > :after ORDER BY seq LIMIT 1"
     ),
     **READS,
 )
