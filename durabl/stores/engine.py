@@ -10,8 +10,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from durabl.model.activity import ActivityRead, ActivityWindow
 from durabl.model.bulk import BULK_CHUNK, check_batch_scopes
@@ -27,7 +26,6 @@ from durabl.model.job import (
     clip_reason,
 )
 from durabl.model.options import NewJob, check_job_type
-from durabl.model.payload import to_millis
 from durabl.model.reports import QueueStats, ReapReport
 from durabl.model.rules import (
     PRUNE_STATUSES,
@@ -40,72 +38,11 @@ from durabl.model.rules import (
     prune_selection,
     search_walk,
 )
-from durabl.model.schedule import Schedule
-from durabl.model.signals import (
-    SignalDelivery,
-    StoredSignal,
-    check_signal_name,
-    checked_signal_data,
-    waiting_for_signal,
-)
-from durabl.model.subscriptions import Subscription
-from durabl.model.workers import WorkerInfo
-from durabl.stores.base import Backend, EnqueueResult, SchemaVersion
-
-
-class ScheduleStore(Protocol):
-    """The part of a store that keeps its schedules (:attr:`StoreBase.schedules`): each
-    method means what the ``*_schedule`` operation of :class:`Backend` of its name means."""
-
-    def upsert(self, schedule: Schedule, next_run_at: datetime) -> None: ...
-
-    def load(self) -> list[Schedule]: ...
-
-    def delete(self, name: str) -> bool: ...
-
-    def fire(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None: ...
-
-
-class WorkerRegistry(Protocol):
-    """The part of a store that keeps the workers registry (:attr:`StoreBase.workers`):
-    each method means what the ``*_worker(s)`` operation of :class:`Backend` means."""
-
-    def upsert(self, info: WorkerInfo) -> None: ...
-
-    def load(self) -> list[WorkerInfo]: ...
-
-    def delete(self, worker_id: str) -> bool: ...
-
-    def prune(self, last_seen_before: datetime) -> int: ...
-
+from durabl.stores.base import EnqueueResult, SchemaVersion
+from durabl.stores.parts import StoreParts
 
 #: The outcome of a job whose dedupe slot is taken (and that coalesces nothing).
 SLOT_TAKEN = EnqueueResult(None)
-
-
-class SubscriptionStore(Protocol):
-    """The part of a store that keeps event subscriptions (:attr:`StoreBase.subscriptions`):
-    each method means what the ``*_subscription(s)`` operation of :class:`Backend` of its
-    name means (``upsert`` gets them sorted and without repeats, ``load`` may answer in
-    any order)."""
-
-    def upsert(self, subscriptions: Sequence[Subscription]) -> None: ...
-
-    def load(self, event: str | None) -> list[Subscription]: ...
-
-    def delete(self, subscription: Subscription) -> bool: ...
-
-
-class SignalStore(Protocol):
-    """The part of a store that keeps signals with their jobs (:attr:`StoreBase.signals`):
-    ``store`` and ``next`` mean what ``store_signal`` and ``next_signal`` of
-    :class:`Backend` mean."""
-
-    def store(self, job_id: str, name: str, data: Any, sent_at: datetime) -> int | None: ...
-
-    def next(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None: ...
 
 
 def cancel_reason(reason: str | None) -> str:
@@ -116,10 +53,7 @@ def cancel_reason(reason: str | None) -> str:
     return clip_reason(reason) if reason else CANCELLED
 
 
-P = TypeVar("P")
-
-
-class StoreBase(Backend):
+class StoreBase(StoreParts):
     """The base of every store: each capability declared with its default, and the
     operations that are the same on every store written here once. A store overrides a
     capability by assigning it (on the class, or per instance after ``startup()``)."""
@@ -229,103 +163,6 @@ class StoreBase(Backend):
     @abstractmethod
     def read_rate_limit(self, type: str) -> RateLimit | None:
         """The stored rate limit of ``type``."""
-
-    # -- schedules: a store that keeps them sets the flag and either gives the part that
-    # keeps them (``schedules``) or overrides these four ----------------------------------
-    supports_schedules: bool = False
-    schedules: ScheduleStore | None = None
-
-    def _schedule_store(self) -> ScheduleStore:
-        return self._part(self.schedules, "does not keep schedules")
-
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        self._schedule_store().upsert(schedule, next_run_at)
-
-    def load_schedules(self) -> list[Schedule]:
-        return self._schedule_store().load()
-
-    def delete_schedule(self, name: str) -> bool:
-        return self._schedule_store().delete(name)
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        return self._schedule_store().fire(schedule, next_run_at, jobs)
-
-    # -- workers registry: as schedules, the flag and the part (``workers``) or overrides
-    supports_workers: bool = False
-    workers: WorkerRegistry | None = None
-
-    def _worker_registry(self) -> WorkerRegistry:
-        return self._part(self.workers, "does not keep a workers registry")
-
-    def _part(self, part: P | None, missing: str) -> P:
-        """``part`` of this store; ``NotImplementedError`` (the store ``missing`` it) when
-        the store has none."""
-        if part is None:
-            raise NotImplementedError(f"{type(self).__name__} {missing}")
-        return part
-
-    def upsert_worker(self, info: WorkerInfo) -> None:
-        self._worker_registry().upsert(info)
-
-    def load_workers(self) -> list[WorkerInfo]:
-        return self._worker_registry().load()
-
-    def delete_worker(self, worker_id: str) -> bool:
-        return self._worker_registry().delete(worker_id)
-
-    def prune_workers(self, last_seen_before: datetime) -> int:
-        return self._worker_registry().prune(last_seen_before)
-
-    # -- event subscriptions: as schedules, the flag and the part (``subscriptions``) ------
-    supports_subscriptions: bool = False
-    subscriptions: SubscriptionStore | None = None
-
-    def _subscription_store(self) -> SubscriptionStore:
-        return self._part(self.subscriptions, "does not keep event subscriptions")
-
-    def upsert_subscriptions(self, subscriptions: Sequence[Subscription]) -> None:
-        if subscriptions:
-            self._subscription_store().upsert(sorted(set(subscriptions)))
-
-    def load_subscriptions(self, event: str | None = None) -> list[Subscription]:
-        return sorted(self._subscription_store().load(event))
-
-    def delete_subscription(self, subscription: Subscription) -> bool:
-        return self._subscription_store().delete(subscription)
-
-    # -- signals: the part (``signals``) stores; the decisions are made here, once -------
-    supports_signals: bool = False
-    signals: SignalStore | None = None
-
-    def store_signal(self, job_id: str, name: str, data: Any, sent_at: datetime) -> int | None:
-        return self._part(self.signals, "does not keep signals").store(job_id, name, data, sent_at)
-
-    def next_signal(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None:
-        return self._part(self.signals, "does not keep signals").next(job_id, name, after_seq)
-
-    def send_signal(self, job_id: str, name: str, data: Any) -> SignalDelivery | None:
-        """Stored first, then the job read: a job that suspended before the store saw the
-        signal waits for it and is made due here; one still running then finds it itself
-        once released (:meth:`wake_if_signalled`), so no signal waits unseen. A job made
-        due needlessly (it moved on meanwhile) only runs its body's checks again."""
-        check_signal_name(name)
-        if not isinstance(job_id, str):
-            raise TypeError(f"job_id must be a str, got {job_id!r}")
-        stored = checked_signal_data(name, data)
-        seq = self.store_signal(job_id, name, stored, to_millis(self.now()))
-        if seq is None:
-            return None
-        job = self.get_job(job_id)
-        waiting = job is not None and job.waiting_for == waiting_for_signal(name)
-        woken = waiting and self.run_now(job_id)
-        return SignalDelivery(job_id, "" if job is None else job.type, seq, woken)
-
-    def wake_if_signalled(self, job_id: str, name: str, after_seq: int) -> bool:
-        if self.next_signal(job_id, name, after_seq) is None:
-            return False
-        return self.run_now(job_id)
 
     # -- retention: the arguments checked once; each store deletes in one operation -------
     def prune(self, *, older_than: Seconds, statuses: Iterable[str] = PRUNE_STATUSES) -> int:

@@ -20,6 +20,7 @@ from durabl.stores.postgres import queries as q
 from durabl.stores.postgres.bulk import BULK_STATEMENTS
 from durabl.stores.postgres.notifies import NOTIFY_WAITING, ends_runs, notify
 from durabl.stores.postgres.queries import LIST_WALK, ORDER_NEWEST, READS, SEARCH, WALK_SOURCE
+from durabl.stores.postgres.registry import REGISTRY_STATEMENTS
 from durabl.stores.sql.statements import Statements
 
 NOW = "coalesce(%(now)s::timestamptz, date_trunc('milliseconds', now()))"
@@ -116,13 +117,6 @@ RUN_NOW = (
     "WHERE j.status = 'pending' AND j.run_at > {now} AND ({where}) "
     "RETURNING j.id, j.type, j.run_at) SELECT due.id, " + notify("due") + " FROM due"
 )
-
-# A rate window is read on the statement's clock (the server's, or the injected one).
-_RATE = (
-    "max_starts, per_ms, window_start, started, "
-    "(extract(epoch FROM {now}) * 1000)::bigint AS now_ms"
-)
-
 
 # -- claims: one statement per batch ------------------------------------------------------
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
@@ -358,55 +352,6 @@ STATEMENTS: dict[str, str] = {
         "DELETE FROM {jobs} WHERE status = ANY(%(statuses)s::text[]) "
         "AND finished_at < {now} - %(age)s * interval '1 second'"
     ),
-    # -- schedules ---------------------------------------------------------------------
-    "upsert_schedule": (
-        "INSERT INTO {schedules} AS s (name, definition, next_run_at) "
-        "VALUES (%(name)s, %(definition)s, %(next)s) "
-        "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, "
-        "next_run_at = excluded.next_run_at WHERE s.definition <> excluded.definition"
-    ),
-    "load_schedules": (
-        "SELECT name, definition, next_run_at, last_run_at, last_job_id FROM {schedules} "
-        "ORDER BY name"
-    ),
-    "delete_schedule": "DELETE FROM {schedules} WHERE name = %(name)s",
-    "advance_schedule": (
-        "UPDATE {schedules} SET next_run_at = %(next)s, "
-        "last_run_at = coalesce(%(last)s, last_run_at) "
-        "WHERE name = %(name)s AND next_run_at = %(expected)s "
-        "AND definition = %(definition)s"
-    ),
-    "schedule_last_job": "UPDATE {schedules} SET last_job_id = %(job_id)s WHERE name = %(name)s",
-    # -- rate limits (durabl.stores.sql.rates): the window read on the store's clock ---
-    "rate_upsert": (
-        "INSERT INTO {rate_limits} (type, max_starts, per_ms) VALUES (%(type)s, %(limit)s, "
-        "%(per)s) ON CONFLICT (type) DO UPDATE SET max_starts = excluded.max_starts, "
-        "per_ms = excluded.per_ms"
-    ),
-    "rate_delete": "DELETE FROM {rate_limits} WHERE type = %(type)s",
-    "rate_types": "SELECT type FROM {rate_limits}",
-    "rate_read": "SELECT " + _RATE + " FROM {rate_limits} WHERE type = %(type)s",
-    "rate_lock": "SELECT " + _RATE + " FROM {rate_limits} WHERE type = %(type)s FOR UPDATE",
-    "rate_count": (
-        "UPDATE {rate_limits} SET started = CASE WHEN window_start = %(w)s "
-        "THEN started + %(n)s ELSE %(n)s END, window_start = %(w)s WHERE type = %(type)s"
-    ),
-    # -- the workers registry ----------------------------------------------------------
-    "upsert_worker": (
-        "INSERT INTO {workers} (id, host, pid, concurrency, started_at, last_seen, active, "
-        "heartbeat_interval) VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s::jsonb, "
-        "%(started_at)s, %(last_seen)s, %(active)s, %(heartbeat_interval)s) "
-        "ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
-        "concurrency = excluded.concurrency, started_at = excluded.started_at, "
-        "last_seen = excluded.last_seen, active = excluded.active, "
-        "heartbeat_interval = excluded.heartbeat_interval"
-    ),
-    "load_workers": (
-        "SELECT id, host, pid, concurrency, started_at, last_seen, active, "
-        "heartbeat_interval FROM {workers} ORDER BY id"
-    ),
-    "delete_worker": "DELETE FROM {workers} WHERE id = %(id)s",
-    "prune_workers": "DELETE FROM {workers} WHERE last_seen < %(before)s",
     **q.SUBSCRIPTIONS,
 }
 
@@ -462,7 +407,7 @@ class Queries(Statements):
         values = _Keep(names)
         values["job_columns"] = JOB_COLUMNS.format_map(values)
         values["now"] = NOW
-        templates = {**STATEMENTS, **READS, **BULK_STATEMENTS}
+        templates = {**STATEMENTS, **READS, **BULK_STATEMENTS, **REGISTRY_STATEMENTS}
         rendered = {name: _render(template, values) for name, template in templates.items()}
         bounded = {
             "upper_id": " AND s.id ~<~ %(search_hi)s",
