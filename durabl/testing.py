@@ -155,7 +155,8 @@ class OrchestrationHarness:
     :class:`~durabl.NondeterminismError` when the change cannot replay the journal).
 
     A body's errors propagate from these calls after the attempt is recorded (``status``
-    ``"failed"``, ``error``). Step results are checked and stored as a store would
+    ``"failed"``, ``error``); a completed body's return value is ``result``, as the job's
+    would be. Step results are checked and stored as a store would
     (``TypeError`` for what no store can hold; tuples come back as lists), and the journal
     budget applies as in production. ``octx.now()`` is the clock's start (by default
     2030-01-01 UTC) and ``octx.uuid()`` derives from a fixed seed, so results are stable
@@ -215,6 +216,8 @@ class OrchestrationHarness:
         self.runs = 0
         self.status: HarnessStatus = "new"
         self.error: BaseException | None = None
+        #: What the body returned once it completed (the job's result), else None.
+        self.result: Any = None
         self.wake_at: datetime | None = None
         self._journal: list[dict[str, Any]] = []
         self._created = self._now()
@@ -374,7 +377,7 @@ class OrchestrationHarness:
         self.error = None
         self.wake_at = None
         try:
-            octx.run(body)
+            self.result = octx.run(body)
         except SimulatedCrash:
             self.status = "crashed"
         except SuspendRun as suspend:

@@ -375,12 +375,13 @@ class OrchestrationContext:
         return self._io.heartbeat()
 
     # -- driving a body --------------------------------------------------------------------
-    def run(self, body: Body) -> None:
-        """Run ``body`` to its end for this attempt. Returns when it completed; raises
-        what ended it otherwise (:class:`SuspendRun` for a sleep, the body's error, or what
-        the machine stopped it with, even if the body caught that)."""
+    def run(self, body: Body) -> object:
+        """Run ``body`` to its end for this attempt. Returns what it returned (the job's
+        result) when it completed; raises what ended it otherwise (:class:`SuspendRun` for
+        a sleep, the body's error, or what the machine stopped it with, even if the body
+        caught that)."""
         try:
-            body(self.job, self)
+            returned = body(self.job, self)
         except Exception:
             self._check_halt()  # what stopped the machine wins over what the body made of it
             raise
@@ -395,6 +396,7 @@ class OrchestrationContext:
                     f"{len(left)} more: {left[:5]}; the body no longer asks for them"
                 )
             )
+        return returned
 
     # -- inside ----------------------------------------------------------------------------
     def _check_halt(self) -> None:

@@ -124,7 +124,7 @@ class OrchestrationHandler(ManagedHandler):
         name = getattr(self.body, "__qualname__", None) or repr(self.body)
         return f"OrchestrationHandler({getattr(self.body, '__module__', '?')}.{name})"
 
-    def run_managed(self, run: ManagedRun) -> None:
+    def run_managed(self, run: ManagedRun) -> object:
         runtime = run.runtime
         backend = runtime.backend
         if not journal_capable(backend):
@@ -142,7 +142,7 @@ class OrchestrationHandler(ManagedHandler):
             seed=lambda: secrets.token_hex(16),
             run_limit=self.limits.run_limit(run.started_at),
         )
-        octx.run(self.body)
+        return octx.run(self.body)  # the body's return value is the job's result
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,17 @@ def test_replayed_step_returns_the_journaled_result_without_calling_fn() -> None
     assert seen == [1, 42]
 
 
+def test_the_result_is_what_the_completed_body_returned() -> None:
+    def body(job: Job[Any], octx: OrchestrationContext) -> dict[str, int]:
+        return {"n": octx.step("draw", lambda keys, signal: 41) + 1}
+
+    t = OrchestrationHarness(body)
+    t.crash_after("draw")
+    assert t.result is None  # a crashed attempt returned nothing
+    assert t.resume() == "completed"
+    assert t.result == {"n": 42}
+
+
 def test_a_body_that_swallows_the_crash_cannot_carry_on(counts: dict[str, int]) -> None:
     def body(job: Job[Any], octx: OrchestrationContext) -> None:
         try:

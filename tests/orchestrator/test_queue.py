@@ -280,6 +280,33 @@ def test_a_stale_run_cannot_journal_once_its_job_was_reclaimed(
     assert ran == Counter({"a": 1, "b": 2, "c": 1})
 
 
+def test_the_body_return_value_is_the_job_result_after_a_resume(
+    q: JobQueue, orch: Orchestrator, clock: FakeClock
+) -> None:
+    """As a handler's: what the body returns is stored as ``Job.result``, also when the
+    run that returns it is a resume after a sleep; a value no store can keep fails the job
+    fatally, naming its type."""
+
+    def body(job: Job[Any], octx: OrchestrationContext) -> dict[str, Any]:
+        total = octx.step("price", lambda keys, signal: 40)
+        octx.sleep("settle", 1)
+        return {"total": total + 2}
+
+    declare(orch, "invoice", body)
+    declare(orch, "odd", lambda job, octx: {1, 2})
+    job_id = q.enqueue("invoice", {}) or ""
+    odd_id = q.enqueue("odd", {}, max_attempts=3) or ""
+    q.run_pending()
+    assert get(q, job_id).status == "pending"
+    clock.advance(2)
+    q.run_pending()
+    assert get(q, job_id).status == "completed"
+    assert get(q, job_id).result == {"total": 42}
+    odd = get(q, odd_id)
+    assert odd.status == "failed" and odd.failure_kind == "fatal"
+    assert "set" in (odd.fail_reason or "")
+
+
 def test_non_retryable_fails_the_job_fatally(q: JobQueue, orch: Orchestrator) -> None:
     def body(job: Job[Any], octx: OrchestrationContext) -> None:
         state = octx.step("load", lambda keys, signal: "active")
