@@ -43,6 +43,7 @@ SCHEDULE_ENQUEUE_OPTIONS = frozenset(
         "backoff",
         "backoff_delay",
         "backoff_max_delay",
+        "timeout",
     }
 )
 _ONE_MS = timedelta(milliseconds=1)

@@ -238,6 +238,18 @@ def test_a_ticks_job_takes_the_types_defaults_and_the_schedule_options_win(
     assert (job.max_attempts, job.priority) == (7, 1)
 
 
+def test_a_schedule_gives_its_ticks_jobs_a_time_limit(backend: Backend, clock: FakeClock) -> None:
+    queue = queue_on(backend, clock)
+    queue.schedule("sync", "sync-feed", every=60, timeout=30)
+    with pytest.raises(ValueError, match="timeout"):
+        queue.schedule("bad", "sync-feed", every=60, timeout=0)
+    assert [s.name for s in queue.list_schedules()] == ["sync"]
+    clock.advance(60.25)
+    queue.scheduler.run_once()
+    (job,) = backend.list_jobs(type="sync-feed")
+    assert job.timeout == 30
+
+
 def test_a_tick_whose_data_the_types_schema_refuses_enqueues_nothing(
     backend: Backend, clock: FakeClock
 ) -> None:
