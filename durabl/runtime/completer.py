@@ -91,6 +91,14 @@ class _Handed(Generic[R]):
 _Item = _Handed[R] | _Start | None
 
 
+def _not_ending(starts: list[_Start], batch: list[_Handed[R]]) -> list[_Start]:
+    """``starts`` without those whose claim ``batch`` ends."""
+    if not starts:
+        return starts
+    ending = {(item.write.job_id, item.write.token) for item in batch if item.write is not None}
+    return [start for start in starts if (start.job_id, start.token) not in ending]
+
+
 class Completer(Generic[R]):
     """Writes what is handed to :meth:`submit`, in order: completions in batches, any
     other write on its own. Keeps renewing the lease given with each until it is written,
@@ -240,7 +248,10 @@ class Completer(Generic[R]):
                     stop = True
                     break
             # Starts first: a run that began must be counted before anything else is lost.
-            self._write_starts(starts)
+            # A start whose run's ending write is in this batch is not written apart: that
+            # write ends the claim (and clears ``reserved``) in the same turn, so the start
+            # would only cost the job another row version.
+            self._write_starts(_not_ending(starts, batch))
             self._write_in_order(batch)
             if stop:
                 return

@@ -173,6 +173,49 @@ def test_completions_submitted_during_a_write_go_in_the_next_batch_together(
     assert q.count_jobs(status="completed") == 6
 
 
+def test_a_start_written_in_the_batch_that_ends_its_claim_is_not_written_apart(
+    q: JobQueue, completer: Completer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-ahead run's start and its completion reaching the thread together: the
+    completion ends the claim, so no start is written for it (one row version less per
+    job); a run still going when the batch is written gets its start written."""
+    gate = Gate(q.backend).install(q.backend, monkeypatch)
+    starts: list[list[tuple[str, str]]] = []
+    real_mark_started = q.backend.mark_started
+
+    def mark_started(claims: Sequence[tuple[str, str]]) -> None:
+        starts.append(list(claims))
+        real_mark_started(claims)
+
+    monkeypatch.setattr(q.backend, "mark_started", mark_started)
+    first = claim_run(q)
+    hand_over(first, completer)
+    assert gate.entered.wait(5)
+    q.enqueue("t", {"n": 1})
+    (quick_handle,) = q.backend.claim("t")
+    quick = ManagedRun(quick_handle, noop, q, heartbeat_interval=10, reserved=True)
+    hand_over(quick, completer)
+    began, finish = threading.Event(), threading.Event()
+
+    def slow_handler(job: Job[Any], ctx: JobContext) -> None:
+        began.set()
+        assert finish.wait(10)
+
+    q.enqueue("t", {"n": 2})
+    (slow_handle,) = q.backend.claim("t")
+    slow = ManagedRun(slow_handle, slow_handler, q, heartbeat_interval=10, reserved=True)
+    running = threading.Thread(target=slow.execute, args=(None, completer))
+    running.start()
+    assert began.wait(5)
+    gate.release.set()
+    assert quick.done.wait(5)
+    finish.set()
+    running.join(5)
+    assert slow.done.wait(5)
+    assert starts == [[(slow_handle.id, slow_handle.claim_token)]]
+    assert q.count_jobs(status="completed") == 3
+
+
 def test_max_batch_caps_the_completions_written_in_one_call(
     q: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
