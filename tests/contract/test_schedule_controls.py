@@ -63,7 +63,12 @@ def test_run_now_enqueues_one_job_and_leaves_the_ticks_alone(
     assert job_id is not None
     job = backend.get_job(job_id)
     assert job is not None
-    assert (job.type, job.data, job.priority, job.status) == ("report", {"full": True}, 2, "pending")
+    assert (job.type, job.data, job.priority, job.status) == (
+        "report",
+        {"full": True},
+        2,
+        "pending",
+    )
     assert job.run_at <= backend.now()
     after = the(queue, "report")
     assert (after.next_run_at, after.last_run_at, after.last_job_id) == (
