@@ -5,6 +5,7 @@ type's last hour."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse
@@ -106,7 +107,14 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
     by_type = queue.stats_by_type()  # one read; a type only this process handles has none
     job_types = sorted(set(queue.job_types()) | set(by_type))  # paused types with no jobs
     rows = [_stats_row(t, t, by_type.get(t) or QueueStats(), threshold) for t in job_types]
-    total = _stats_row("Total", None, total_stats(by_type.values()), threshold)
+    # The total's lag is of the types whose lag is an alarm (a paused type's is none).
+    calm = total_stats(s for s in by_type.values() if not s.paused)
+    everything = total_stats(by_type.values())
+    total_lag = {
+        "oldest_pending_run_at": calm.oldest_pending_run_at,
+        "oldest_pending_lag": calm.oldest_pending_lag,
+    }
+    total = _stats_row("Total", None, replace(everything, **total_lag), threshold)
     workers = live_workers(queue)
     no_worker = False
     if workers is not None:  # say so when waiting jobs have nobody to run them
