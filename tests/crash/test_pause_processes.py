@@ -35,8 +35,10 @@ def test_a_pause_in_one_process_stops_claims_in_another(url: str, tmp_path: Path
     queue.startup()
     log = tmp_path / "worker.log"
     worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.crash.pause_proc", "--url", url, "--log", str(log)]
-        + ["--poll", str(poll)],
+        [
+            *(sys.executable, "-m", "tests.crash.pause_proc"),
+            *("--url", url, "--log", str(log), "--poll", str(poll)),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
