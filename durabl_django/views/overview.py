@@ -110,11 +110,12 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
     # The total's lag is of the types whose lag is an alarm (a paused type's is none).
     calm = total_stats(s for s in by_type.values() if not s.paused)
     everything = total_stats(by_type.values())
-    total_lag = {
-        "oldest_pending_run_at": calm.oldest_pending_run_at,
-        "oldest_pending_lag": calm.oldest_pending_lag,
-    }
-    total = _stats_row("Total", None, replace(everything, **total_lag), threshold)
+    total_stats_row = replace(
+        everything,
+        oldest_pending_run_at=calm.oldest_pending_run_at,
+        oldest_pending_lag=calm.oldest_pending_lag,
+    )
+    total = _stats_row("Total", None, total_stats_row, threshold)
     workers = live_workers(queue)
     no_worker = False
     if workers is not None:  # say so when waiting jobs have nobody to run them
