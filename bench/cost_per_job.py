@@ -58,6 +58,7 @@ from opcount import (  # noqa: E402
     CLAIM,
     CLAIM_EMPTY,
     HEARTBEAT,
+    PAUSES,
     REGISTRY,
     TERMINAL,
     TRANSITION,
@@ -67,6 +68,7 @@ from opcount import (  # noqa: E402
 
 import durabl  # noqa: E402
 from durabl import Job, JobContext, JobEvent, JobQueue  # noqa: E402
+from durabl.model.pauses import PAUSED_TYPES_REFRESH  # noqa: E402
 from durabl.testing import wait_until  # noqa: E402
 
 NO_OP_TYPE = "bench-noop"
@@ -113,6 +115,19 @@ def quiet(logger_name: str) -> Iterator[None]:
 
 
 # -- scenarios ----------------------------------------------------------------------------
+def pauses_row(scenario: str, counts: Counts, elapsed: float) -> Any:
+    """The reads of the paused types a process makes: its set is refreshed at most every
+    ``PAUSED_TYPES_REFRESH`` seconds (and was read at startup), never per job or poll."""
+    return range_row(
+        scenario,
+        "paused-types reads",
+        f"<= 1 per {PAUSED_TYPES_REFRESH:g} s (the set refreshed, not per job)",
+        counts[PAUSES],
+        0,
+        elapsed // PAUSED_TYPES_REFRESH + 1,
+    )
+
+
 def scenario_enqueue(store: Store, report: Report, n: int) -> None:
     """(1) enqueue: plain, with a dedupe key, into a taken slot, and coalescing.
 
@@ -216,6 +231,7 @@ def scenario_backlog(store: Store, report: Report, n: int) -> float:
         range_row(
             scenario, "reads/job", "0 (no rate limit set: none read)", counts.reads / n, 0, 0
         ),
+        pauses_row(scenario, counts, elapsed),
         info_row(
             scenario,
             "empty claims (polls)/job",
@@ -365,6 +381,7 @@ def scenario_idle(store: Store, report: Report) -> None:
     others = counts.writes + counts.reads - counts[CLAIM_EMPTY]
     # A read per poll (such as a rate limit's, for a type that has none) would show here.
     report.rows.append(budget_row(scenario, "other operations", "0", others, 0))
+    report.rows.append(pauses_row(scenario, counts, elapsed))
     # The queue's entry in the workers registry: written when a processor starts and once
     # per heartbeat interval (100 s here), whatever the threads and polls.
     report.rows.append(

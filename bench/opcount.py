@@ -48,10 +48,15 @@ UPDATE_REJECTED = "update-rejected"
 DELETE = "delete"
 READ = "read"  # find, find_one, count, aggregate, distinct, getMore
 REGISTRY = "worker-registry"  # any operation on the live workers registry (per process)
+PAUSES = "paused-types"  # a read of the paused types (per process, every few seconds)
 OTHER = "other"  # hello, endSessions, index management, ...
 
 #: The registry's collection is the jobs collection's name plus this.
 REGISTRY_SUFFIX = "_workers"
+#: The paused types' collection is the jobs collection's name plus this.
+PAUSES_SUFFIX = "_paused_types"
+#: The collections beside the jobs whose every command counts as one category.
+SIDE_CATEGORIES = {REGISTRY_SUFFIX: REGISTRY, PAUSES_SUFFIX: PAUSES}
 
 WRITE_CATEGORIES = frozenset(
     {
@@ -289,13 +294,15 @@ class CommandCounter(monitoring.CommandListener):
     """pymongo command monitoring: counts every command a client sends, by category. An
     ``update`` command counts one statement per entry of its ``updates`` (a bulk of
     ``UpdateOne`` travels as one command of many), each classified by its own ``u``. A
-    command on the workers registry's collection counts as :data:`REGISTRY`."""
+    command on the workers registry's collection counts as :data:`REGISTRY`, one on the
+    paused types' as :data:`PAUSES` (:data:`SIDE_CATEGORIES`)."""
 
     def __init__(self, counter: OpCounter) -> None:
         self._counter = counter
         self._lock = threading.Lock()
         self._pending: dict[tuple[object, int], tuple[str | None, list[object]]] = {}
-        self._registry: set[tuple[object, int]] = set()
+        #: Commands in flight on a collection of :data:`SIDE_CATEGORIES`, with its category.
+        self._registry: dict[tuple[object, int], str] = {}
 
     @staticmethod
     def _key(event: Any) -> tuple[object, int]:
@@ -304,10 +311,12 @@ class CommandCounter(monitoring.CommandListener):
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         command = event.command
         target = command.get(event.command_name)  # the collection, for CRUD commands
-        if isinstance(target, str) and target.endswith(REGISTRY_SUFFIX):
-            with self._lock:
-                self._registry.add(self._key(event))
-            return
+        if isinstance(target, str):
+            for suffix, category in SIDE_CATEGORIES.items():
+                if target.endswith(suffix):
+                    with self._lock:
+                        self._registry[self._key(event)] = category
+                    return
         job_type: str | None = None
         updates: list[object] = []
         if event.command_name == "findAndModify":
@@ -324,12 +333,12 @@ class CommandCounter(monitoring.CommandListener):
             return self._pending.pop(self._key(event), (None, []))
 
     def _on_registry(self, event: Any) -> bool:
-        """Count a registry command (True), or say it was none (False)."""
+        """Count a command on a side collection (True), or say it was none (False)."""
         with self._lock:
-            if self._key(event) not in self._registry:
-                return False
-            self._registry.discard(self._key(event))
-        self._counter.record(event.command_name, REGISTRY)
+            category = self._registry.pop(self._key(event), None)
+        if category is None:
+            return False
+        self._counter.record(event.command_name, category)
         return True
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
@@ -388,7 +397,7 @@ class Store(Protocol):
 
 class MongomockStore:
     """A fresh mongomock database per scenario; counts through collection proxies (the
-    jobs, the rate limits and the workers registry)."""
+    jobs, the rate limits, the workers registry and the paused types)."""
 
     label = "mongomock"
     timing_note = "mongomock is serialised and slow: says nothing about MongoDB"
@@ -408,6 +417,9 @@ class MongomockStore:
         # The workers registry, as the server's command monitoring sees it too.
         registry = CountingCollection(backend.workers.col, self.counter, category=REGISTRY)
         backend.workers.col = cast("Collection[dict[str, Any]]", registry)
+        # The paused types, which a process reads every few seconds (never per job).
+        pauses = CountingCollection(backend.pauses.col, self.counter, category=PAUSES)
+        backend.pauses.col = cast("Collection[dict[str, Any]]", pauses)
         return backend
 
     def close(self) -> None:

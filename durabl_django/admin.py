@@ -35,7 +35,7 @@ from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from durabl_django import admin_actions, admin_signal
+from durabl_django import admin_actions, admin_controls, admin_signal
 from durabl_django.admin_support import (
     DELETE_PERMISSION,
     LISTED_STATUSES,
@@ -160,12 +160,19 @@ STATUS_MODELS: dict[str, type[Model]] = {
 
 
 class PageAdmin(DurablAdmin):
-    """A page of its own (``page(model_admin, request)``) as the entry's changelist."""
+    """A page of its own (``page(model_admin, request)``) as the entry's changelist, and
+    the controls posted to it (``controls``: ``view(model_admin, request, action)`` at
+    ``<action>/`` for each action)."""
 
     page: ClassVar[View]
+    controls: ClassVar[tuple[View | None, tuple[str, ...]]] = (None, ())
 
     def get_urls(self) -> list[URLPattern]:
-        return [path("", self.wrap(type(self).page), name=self.name("changelist"))]
+        urls = [path("", self.wrap(type(self).page), name=self.name("changelist"))]
+        view, actions = type(self).controls
+        if view is not None:
+            urls += [path(f"{a}/", self.wrap(view, a), name=self.name(a)) for a in actions]
+        return urls
 
 
 def _register() -> None:
@@ -173,13 +180,16 @@ def _register() -> None:
     for status in LISTED_STATUSES:
         admin_class = type(f"{status.capitalize()}JobAdmin", (StatusJobAdmin,), {"status": status})
         admin.site.register(STATUS_MODELS[status], admin_class)
-    for model, page in (
-        (JobSchedule, registry.schedule_list),
-        (WorkerProcess, registry.worker_list),
-        (EventSubscription, registry.event_list),
-        (QueueOverview, overview.queue_overview),
+    schedules = (admin_controls.schedule_control, ("pause", "resume", "run"))
+    types = (admin_controls.type_control, ("pause", "resume"))
+    for model, page, controls in (
+        (JobSchedule, registry.schedule_list, schedules),
+        (WorkerProcess, registry.worker_list, (None, ())),
+        (EventSubscription, registry.event_list, (None, ())),
+        (QueueOverview, overview.queue_overview, types),
     ):
-        admin.site.register(model, type(f"{model.__name__}Admin", (PageAdmin,), {"page": page}))
+        body = {"page": page, "controls": controls}
+        admin.site.register(model, type(f"{model.__name__}Admin", (PageAdmin,), body))
 
 
 _register()

@@ -234,6 +234,7 @@ def run_lint_orchestrations(args: argparse.Namespace) -> int:
 
 # -- main -------------------------------------------------------------------------------------
 def commands() -> tuple[Callable[[Sub], None], ...]:
+    from durabl.cli.controls import configure_pause, configure_paused, configure_resume
     from durabl.cli.events import configure_events
     from durabl.cli.ops import commands as operator_commands
     from durabl.cli.signals import configure_signal
@@ -243,6 +244,9 @@ def commands() -> tuple[Callable[[Sub], None], ...]:
     return (
         configure_worker,
         *operator_commands(),
+        configure_pause,
+        configure_resume,
+        configure_paused,
         configure_signal,
         configure_workers,
         configure_events,

@@ -25,6 +25,7 @@ from durabl.cli.common import (
     print_table,
     store_parser,
 )
+from durabl.cli.controls import add_schedule_actions, run_schedule_action
 from durabl.model.activity import total_stats
 from durabl.model.job import FAILURE_KINDS, STATUSES, Job
 from durabl.model.reports import QueueStats
@@ -65,9 +66,10 @@ def configure_stats(sub: Sub) -> None:
         sub,
         "stats",
         "job counts by status and the oldest pending lag, per type",
-        "Count the jobs of each type by status, with the lag of the oldest due pending job. "
-        "--json prints the QueueStats fields (of --type, or of every type with a 'types' "
-        "object by type).",
+        "Count the jobs of each type by status, with the lag of the oldest due pending job "
+        "and whether the type is paused (a paused type is listed even with no jobs). --json "
+        "prints the QueueStats fields (of --type, or of every type with a 'types' object by "
+        "type and a 'paused_types' list).",
         "durabl stats --url sqlite:///jobs.db",
         "DURABL_URL=postgresql://app@db/app durabl stats --type welcome-email --json",
     )
@@ -87,12 +89,13 @@ def run_stats(args: argparse.Namespace) -> int:
         out = stats_fields(total)
         if not args.type:
             out["types"] = {t: stats_fields(s) for t, s in rows.items()}
+            out["paused_types"] = [t for t, s in rows.items() if s.paused]
         print_json(out)
         return 0
-    columns = ("type", *STATUSES_SHOWN, "oldest_pending_lag")
+    columns = ("type", *STATUSES_SHOWN, "oldest_pending_lag", "paused")
     table = [{"type": t, **stats_fields(s)} for t, s in rows.items()]
     if not args.type:
-        table.append({"type": "(all)", **stats_fields(total)})
+        table.append({"type": "(all)", **stats_fields(total), "paused": ""})
     print_table(table, columns)
     return 0
 
@@ -316,15 +319,22 @@ def configure_schedules(sub: Sub) -> None:
         "schedules",
         "the stored schedules with their next and last tick",
         "List every schedule in the store: name, job type, cron or interval, time zone, "
-        "the next tick and the last job it enqueued. Times are UTC, whatever the "
-        "schedule's time zone.",
+        "the next tick, the last job it enqueued and whether it is paused. Times are UTC, "
+        "whatever the schedule's time zone. 'pause NAME' and 'resume NAME' stop and restart "
+        "its ticks (the ticks missed meanwhile are skipped); 'run NAME' enqueues one job "
+        "now without moving the next tick. Exit 1 when no schedule has that NAME.",
         "durabl schedules",
         "durabl schedules --json",
+        "durabl schedules pause nightly-report",
+        "durabl schedules run nightly-report",
     )
+    add_schedule_actions(p)
     p.set_defaults(run=run_schedules)
 
 
 def run_schedules(args: argparse.Namespace) -> int:
+    if args.action:
+        return run_schedule_action(args)
     with opened(args, read_only=True) as queue:
         schedules = queue.list_schedules()
     rows = [plain(s) for s in schedules]
@@ -333,7 +343,17 @@ def run_schedules(args: argparse.Namespace) -> int:
     else:
         shown = [{**vars_of(s), "rule": s.cron or f"every {s.every:g} s"} for s in schedules]
         print_table(
-            shown, ("name", "type", "rule", "timezone", "next_run_at", "last_run_at", "last_job_id")
+            shown,
+            (
+                "name",
+                "type",
+                "rule",
+                "timezone",
+                "next_run_at",
+                "last_run_at",
+                "last_job_id",
+                "paused",
+            ),
         )
     return 0
 
@@ -349,7 +369,8 @@ def configure_health(sub: Sub) -> None:
         "health",
         "exit 0 when the store answers (and the lag is under --max-lag), else 1",
         "Check that the store answers and, with --max-lag, that the oldest due pending job "
-        "has waited less than that many seconds. Exit 1 with the reason when unhealthy "
+        "has waited less than that many seconds; a paused type's jobs are left out (they "
+        "wait by decision: their lag is not an alarm). Exit 1 with the reason when unhealthy "
         "(a store that is not there or not set up is unhealthy; nothing is created): for a "
         "liveness probe or a cron alert.",
         "durabl health",
@@ -363,9 +384,15 @@ def configure_health(sub: Sub) -> None:
 def run_health(args: argparse.Namespace) -> int:
     try:
         with opened(args, read_only=True) as queue:
-            stats = queue.get_stats(args.type)
+            if args.type:
+                stats = queue.get_stats(args.type)
+            else:  # a paused type's jobs wait by decision: its lag is no alarm
+                stats = total_stats(queue.lag_alarms().values())
     except CommandError as exc:
         return report_health(args, False, str(exc), None)
+    if stats.paused:
+        reason = f"store answers; {args.type} is paused (its lag is not an alarm)"
+        return report_health(args, True, reason, stats.oldest_pending_lag)
     lag = stats.oldest_pending_lag
     if args.max_lag is not None and lag > args.max_lag:
         return report_health(

@@ -11,7 +11,8 @@ from typing import Any, Literal, get_args
 
 @dataclass(frozen=True)
 class QueueStats:
-    """A point-in-time gauge of one type (or of every type)."""
+    """A point-in-time gauge of one type (or of every type). ``paused``: the type is paused
+    (``queue.pause``), so its lag is not an alarm; always False for every type together."""
 
     pending: int = 0
     active: int = 0
@@ -22,6 +23,7 @@ class QueueStats:
     oldest_pending_run_at: datetime | None = None
     oldest_pending_lag: float = 0.0
     failed_by_kind: Mapping[str, int] = field(default_factory=dict)
+    paused: bool = False
 
 
 @dataclass(frozen=True)

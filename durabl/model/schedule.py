@@ -55,7 +55,7 @@ class Schedule:
 
     ``every`` is in seconds; ``next_run_at`` is the next tick not yet enqueued;
     ``last_run_at`` the newest tick that was, ``last_job_id`` its job (None when its dedupe
-    slot was taken)."""
+    slot was taken); ``paused``: it fires no tick until resumed (``queue.pause_schedule``)."""
 
     name: str
     type: str
@@ -68,6 +68,7 @@ class Schedule:
     data: Any = None
     catch_up: CatchUp = "latest"
     options: Mapping[str, Any] = field(default_factory=dict)
+    paused: bool = False
 
     # -- what a store keeps ---------------------------------------------------------------
     def definition(self) -> str:
@@ -92,6 +93,7 @@ class Schedule:
         next_run_at: datetime | None,
         last_run_at: datetime | None,
         last_job_id: str | None,
+        paused: bool = False,
     ) -> Schedule:
         """A schedule from a store's row/document."""
         spec = decode_payload(definition)
@@ -107,6 +109,7 @@ class Schedule:
             data=spec["data"],
             catch_up=spec["catch_up"],
             options=dict(spec["options"]),
+            paused=bool(paused),
         )
 
     # -- ticks ----------------------------------------------------------------------------
@@ -166,11 +169,11 @@ class Firing:
 
 
 def plan_firing(schedule: Schedule, now: datetime) -> Firing | None:
-    """The firing of ``schedule`` at ``now``, or None when it is not due. Missed ticks
-    (every due tick but the newest, and the newest too when it is late under
+    """The firing of ``schedule`` at ``now``, or None when it is not due or is paused.
+    Missed ticks (every due tick but the newest, and the newest too when it is late under
     ``catch_up="none"``) follow the schedule's catch-up policy."""
     due = schedule.next_run_at
-    if due is None or due > now:
+    if due is None or due > now or schedule.paused:
         return None
     # The due ticks, newest first from now back to ``due``: only as many as the policy can
     # use, so a long outage costs no walk over every tick it missed.
@@ -274,6 +277,7 @@ def with_state(schedule: Schedule, stored: Schedule) -> Schedule:
         next_run_at=stored.next_run_at,
         last_run_at=stored.last_run_at,
         last_job_id=stored.last_job_id,
+        paused=stored.paused,
     )
 
 

@@ -1,7 +1,8 @@
 """The operator side of a queue: reads and bulk changes that go to the store as one
 operation each (``list_jobs``, ``retry``, ``cancel_matching``, ``prune``, rate limits,
-stats, ...). :class:`QueueOperations` is a base class of :class:`durabl.JobQueue`: its
-methods are the queue's own."""
+...; the stats, with the pauses, are :mod:`durabl.runtime.controls`').
+:class:`QueueOperations` is a base class of :class:`durabl.JobQueue`: its methods are the
+queue's own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from durabl.model.activity import ActivityWindow, TypeActivity, type_activity
 from durabl.model.clock import Seconds
 from durabl.model.flow import RateLimit
 from durabl.model.job import FailureKind, Job, with_lease
-from durabl.model.reports import QueueStats
 from durabl.model.rules import PRUNE_STATUSES
 from durabl.runtime.waiting import wait_terminal
 from durabl.runtime.worker import Processors
@@ -134,19 +134,9 @@ class QueueOperations:
         """The stored rate limit of ``type`` (``.limit``, ``.per``), or None."""
         return self._ready().get_rate_limit(type)
 
-    def get_stats(self, type: str | None = None) -> QueueStats:
-        """Counts of the stored jobs by status (of one ``type``, or all)."""
-        return self._ready().get_stats(type)
-
     def job_types(self) -> list[str]:
         """Types with stored jobs, plus the types this process handles."""
         return sorted(set(self._ready().job_types()) | set(self._processors.by_type))
-
-    def stats_by_type(self) -> dict[str, QueueStats]:
-        """:meth:`get_stats` of every type with stored jobs, by type, read at once (one
-        pass over the jobs where the store can); ``durabl.total_stats`` adds them up to
-        what ``get_stats()`` gives."""
-        return self._ready().stats_by_type()
 
     def activity(
         self,

@@ -1,8 +1,9 @@
 """JobQueue: the front of durabl. Enqueue anywhere; process where intended.
 
-The class is written in five modules, one concern each: making jobs
+The class is written in six modules, one concern each: making jobs
 (:mod:`durabl.runtime.enqueuing`), sending events (:mod:`durabl.runtime.events`), the
-operator's store operations (:mod:`durabl.runtime.operations`) and the background
+operator's store operations (:mod:`durabl.runtime.operations`), the controls (pauses,
+:mod:`durabl.runtime.controls`) and the background
 services (:mod:`durabl.runtime.services`) are its base classes; here are its state,
 processing, inline runs, hooks and shutdown."""
 
@@ -33,6 +34,7 @@ from durabl.model.options import (
 )
 from durabl.model.reports import JobEvent, QueueHealth
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.controls import QueueControls
 from durabl.runtime.events import EventSending, RecordedSubscriptions
 from durabl.runtime.hooks import (
     EnqueueHook,
@@ -61,7 +63,7 @@ from durabl.stores.base import Backend
 _module_logger = logging.getLogger(__name__)
 
 
-class JobQueue(EventSending, Signalling, QueueOperations, QueueServices):
+class JobQueue(EventSending, Signalling, QueueControls, QueueOperations, QueueServices):
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
     queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
 

@@ -18,14 +18,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from durabl.model.activity import ActivityRead, ActivityWindow
 from durabl.model.clock import Clock, Seconds
 from durabl.model.flow import RateLimit
-from durabl.model.job import (
-    CancelOutcome,
-    FencedWrites,
-    Job,
-    JobHandle,
-    JobResult,
-    LogEntry,
-)
+from durabl.model.job import CancelOutcome, FencedWrites, Job, JobHandle, JobResult, LogEntry
 
 # The records a store's own writes take, named here too: every store reads them from here.
 from durabl.model.job import Completion as Completion  # noqa: PLC0414 - re-exported
@@ -33,9 +26,7 @@ from durabl.model.job import Failure as Failure  # noqa: PLC0414
 from durabl.model.job import Release as Release  # noqa: PLC0414
 from durabl.model.options import NewJob
 from durabl.model.reports import JobEvent, PickupMode, QueueStats, ReapReport
-from durabl.model.rules import (
-    PRUNE_STATUSES,
-)
+from durabl.model.rules import PRUNE_STATUSES
 from durabl.model.schedule import Schedule
 from durabl.model.signals import SignalDelivery, StoredSignal
 from durabl.model.subscriptions import Subscription
@@ -354,6 +345,10 @@ class Backend(FencedWrites, Protocol):
         dedupe slot was taken); None when the compare failed (another process fired it, or
         it was redefined or deleted): nothing was written then."""
 
+    def set_schedule_paused(self, name: str, paused: bool, next_run_at: datetime | None) -> bool:
+        """Pause (or resume) the schedule: no firing's compare-and-set matches a paused one;
+        ``next_run_at`` replaces the stored one unless None. False when there is none."""
+
     # -- the live workers registry (the rules are durabl.model.workers'; docs/operations.md)
     #: True when the store keeps the workers registry (the four shipped stores do).
     supports_workers: bool
@@ -404,6 +399,19 @@ class Backend(FencedWrites, Protocol):
     def wake_if_signalled(self, job_id: str, name: str, after_seq: int) -> bool:
         """Make the job due now if a signal ``name`` after ``after_seq`` is stored (the
         second half of a signal wait's suspension); whether it was made due."""
+
+    # -- paused types (durabl.model.pauses): every claim of the store leaves them out ----
+    supports_pause: bool
+
+    def pause_type(self, type: str) -> None:
+        """Store ``type`` as paused (checked; pausing twice is one pause)."""
+
+    def resume_type(self, type: str) -> bool:
+        """Unpause ``type``, telling the store's other processes where it pushes; whether
+        it was paused."""
+
+    def paused_types(self) -> list[str]:
+        """Every paused type, sorted; one read."""
 
 
 ClaimSource = Literal["poll", "inline", "drain"]

@@ -1,5 +1,5 @@
 """The parts of a store that keep something beside its jobs: schedules, the workers
-registry, event subscriptions and signals. Each is a small object a store hands over
+registry, event subscriptions, signals and paused types. Each is a small object a store hands over
 (``schedules``, ``workers``, ``subscriptions``, ``signals``) with its flag; the operations
 of :class:`~durabl.stores.base.Backend` that reach it are written here once, and a store
 without the part answers ``NotImplementedError`` naming what it lacks."""
@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from durabl.model.options import NewJob
+from durabl.model.pauses import checked_type
 from durabl.model.payload import to_millis
 from durabl.model.schedule import Schedule
 from durabl.model.signals import (
@@ -38,6 +39,8 @@ class ScheduleStore(Protocol):
     def fire(
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None: ...
+
+    def set_paused(self, name: str, paused: bool, next_run_at: datetime | None) -> bool: ...
 
 
 class WorkerRegistry(Protocol):
@@ -76,6 +79,19 @@ class SignalStore(Protocol):
     def next(self, job_id: str, name: str, after_seq: int) -> StoredSignal | None: ...
 
 
+class PauseStore(Protocol):
+    """The part of a store that keeps the paused types (:attr:`StoreBase.pauses`): one
+    atomic write each (``resume``: whether the type was paused; where the store pushes,
+    its other processes hear of the resume), and one read of them all. Its claims leave
+    out a paused type's jobs (:mod:`durabl.model.pauses`)."""
+
+    def pause(self, type: str) -> None: ...
+
+    def resume(self, type: str) -> bool: ...
+
+    def load(self) -> list[str]: ...
+
+
 P = TypeVar("P")
 
 
@@ -104,6 +120,9 @@ class StoreParts(Backend):
         self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
     ) -> list[str | None] | None:
         return self._schedule_store().fire(schedule, next_run_at, jobs)
+
+    def set_schedule_paused(self, name: str, paused: bool, next_run_at: datetime | None) -> bool:
+        return self._schedule_store().set_paused(name, paused, next_run_at)
 
     # -- workers registry: as schedules, the flag and the part (``workers``) or overrides
     supports_workers: bool = False
@@ -179,3 +198,29 @@ class StoreParts(Backend):
         if self.next_signal(job_id, name, after_seq) is None:
             return False
         return self.run_now(job_id)
+
+    # -- paused types: the part (``pauses``) stores them; the type is checked here, once --
+    supports_pause: bool = False
+    pauses: PauseStore | None = None
+
+    def _pause_store(self) -> PauseStore:
+        return self._part(self.pauses, "does not keep paused types")
+
+    def pause_type(self, type: str) -> None:
+        self.write_pause(checked_type(type))
+
+    def resume_type(self, type: str) -> bool:
+        return self.write_resume(checked_type(type))
+
+    def paused_types(self) -> list[str]:
+        return sorted(self.read_paused())
+
+    # A store whose pauses are no separate object (SQL's) overrides these three instead.
+    def write_pause(self, type: str) -> None:
+        self._pause_store().pause(type)
+
+    def write_resume(self, type: str) -> bool:
+        return self._pause_store().resume(type)
+
+    def read_paused(self) -> list[str]:
+        return self._pause_store().load()

@@ -1,19 +1,23 @@
 """The queue overview, also the Durabl section's landing page: a banner when no worker
-runs, per type the jobs in each status (failures by kind) and the oldest pending job's
-lag, and a chart of each type's last hour."""
+runs, per type the jobs in each status (failures by kind), the oldest pending job's lag
+(no alarm while the type is paused) with Pause / Resume buttons, and a chart of each
+type's last hour."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse
 
 from durabl import FAILURE_KINDS, QueueStats, total_stats
 from durabl_django.admin_support import (
+    CANCEL_PERMISSION,
     KIND_VAR,
     LISTED_STATUSES,
     TYPE_VAR,
     get_job_queue,
+    has_perm,
     humanize_seconds,
     kind_label,
     require,
@@ -78,7 +82,9 @@ def _stats_row(
         "counts": counts,
         "lag": humanize_seconds(lag) if waiting else "\u2014",
         "is_total": job_type is None,
-        "lag_high": waiting and lag > threshold,
+        # A paused type's jobs wait by decision: its lag is no alarm.
+        "lag_high": waiting and lag > threshold and not stats.paused,
+        "paused": stats.paused,
         "pending": stats.pending,
         "no_worker": False,
     }
@@ -98,10 +104,18 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
     require(request)
     queue = get_job_queue()
     threshold = lag_threshold()
-    job_types = queue.job_types()
     by_type = queue.stats_by_type()  # one read; a type only this process handles has none
+    job_types = sorted(set(queue.job_types()) | set(by_type))  # paused types with no jobs
     rows = [_stats_row(t, t, by_type.get(t) or QueueStats(), threshold) for t in job_types]
-    total = _stats_row("Total", None, total_stats(by_type.values()), threshold)
+    # The total's lag is of the types whose lag is an alarm (a paused type's is none).
+    calm = total_stats(s for s in by_type.values() if not s.paused)
+    everything = total_stats(by_type.values())
+    total_stats_row = replace(
+        everything,
+        oldest_pending_run_at=calm.oldest_pending_run_at,
+        oldest_pending_lag=calm.oldest_pending_lag,
+    )
+    total = _stats_row("Total", None, total_stats_row, threshold)
     workers = live_workers(queue)
     no_worker = False
     if workers is not None:  # say so when waiting jobs have nobody to run them
@@ -128,6 +142,10 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
         ],
         "rows": rows,
         "total": total,
+        "can_pause": has_perm(request, CANCEL_PERMISSION),
+        "pause_url": admin_url("queueoverview_pause"),
+        "resume_url": admin_url("queueoverview_resume"),
+        "paused_types": [row["label"] for row in rows if row["paused"]],
         "count_headings": [heading for heading, _, _ in COUNTS],
         "threshold": humanize_seconds(threshold),
         "no_worker": no_worker,

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse
 
 from durabl import Schedule
-from durabl_django.admin_support import get_job_queue, humanize_seconds, require
+from durabl_django.admin_support import (
+    CANCEL_PERMISSION,
+    RETRY_PERMISSION,
+    get_job_queue,
+    has_perm,
+    humanize_seconds,
+    require,
+)
 from durabl_django.views.common import (
     NOWRAP,
     Cell,
@@ -33,20 +40,32 @@ def _every_text(schedule: Schedule) -> str:
 
 
 def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
-    """Every stored schedule: its job type, when it fires, its next and last tick, and the
-    job its last tick enqueued (linked)."""
+    """Every stored schedule: its job type, when it fires, its next and last tick, the job
+    its last tick enqueued (linked), whether it is paused, and its Pause / Resume / Run now
+    buttons (:mod:`durabl_django.admin_controls`) for those who may use them."""
     require(request)
     queue = get_job_queue()
     empty = model_admin.get_empty_value_display()
     supported = queue.backend.supports_schedules
     schedules = queue.list_schedules() if supported else []
     empty_cell = Cell(empty)
+    may_pause = has_perm(request, CANCEL_PERMISSION)
+    may_run = has_perm(request, RETRY_PERMISSION)
     rows = []
     for schedule in schedules:
         last_job = schedule.last_job_id
+        controls = []
+        if may_pause:
+            action = "resume" if schedule.paused else "pause"
+            label = "Resume" if schedule.paused else "Pause"
+            controls.append((label, admin_url(f"jobschedule_{action}"), "name", schedule.name))
+        if may_run:
+            controls.append(("Run now", admin_url("jobschedule_run"), "name", schedule.name))
         rows.append(
             {
                 "name": schedule.name,
+                "controls": controls,
+                "css": "durabl-paused-row" if schedule.paused else "",
                 "cells": [
                     Cell(schedule.type, title=schedule.type, css="durabl-type"),
                     Cell(_every_text(schedule)),
@@ -55,6 +74,7 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
                     id_cell(last_job, admin_url("job_detail", last_job))
                     if last_job
                     else empty_cell,
+                    Cell("paused" if schedule.paused else "running"),
                 ],
             }
         )
@@ -69,6 +89,8 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
             ("Next run", NOWRAP),
             ("Last run", NOWRAP),
             ("Last job", NOWRAP),
+            ("State", NOWRAP),
+            *([("Controls", NOWRAP)] if may_pause or may_run else []),
         ],
         "table_css": "durabl-schedules",
     }

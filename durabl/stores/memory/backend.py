@@ -27,6 +27,7 @@ from durabl.model.reports import QueueStats, ReapReport
 from durabl.stores import base
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.engine import StoreBase
+from durabl.stores.memory.pauses import MemoryPauses
 from durabl.stores.memory.schedules import MemorySchedules
 from durabl.stores.memory.signals import MemorySignals
 from durabl.stores.memory.store import MemoryStore, Record, stats
@@ -52,6 +53,8 @@ class MemoryBackend(StoreBase):
     supports_workers: bool = True
     supports_subscriptions: bool = True
     supports_signals: bool = True
+    supports_pause: bool = True
+    pauses: MemoryPauses
 
     def __init__(self, *, clock: Clock | None = None, clock_skew_allowance: float = 0.0) -> None:
         self.clock = clock or SYSTEM_CLOCK
@@ -66,6 +69,7 @@ class MemoryBackend(StoreBase):
         self.workers = MemoryWorkers(self._store.lock)
         self.subscriptions = MemorySubscriptions(self._store.lock)
         self.signals = MemorySignals(self._store.lock, self._store.jobs)
+        self.pauses = MemoryPauses(self._store.lock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(jobs={len(self._store.jobs)})"
@@ -121,15 +125,17 @@ class MemoryBackend(StoreBase):
                 return InlineClaimResult(None, None, enqueued.coalesced)
             rec = self._store.jobs[enqueued.job_id]
             handle = self._claim(rec, now, lease_owner, self._store.active_per_key())
-            if handle is None:  # a follower of the active run, or its key has its limit
+            if handle is None:  # a follower of the active run, its key has its limit, or paused
                 return InlineClaimResult(None, rec.id)
             return InlineClaimResult(handle)
 
     def _claim(
         self, rec: Record, now: datetime, owner: str, active: Counter[str], reserve: bool = False
     ) -> JobHandle[Any] | None:
-        """Claim ``rec`` unless it follows an active run of its key (the active slot is
-        held) or its concurrency key has its limit of ``active`` jobs."""
+        """Claim ``rec`` unless its type is paused, it follows an active run of its key (the
+        active slot is held) or its concurrency key has its limit of ``active`` jobs."""
+        if rec.type in self.pauses.types:
+            return None
         if not self._store.can_move(rec, "active") or not self._store.key_allows(rec, active):
             return None
         self._store.move(rec, "active", now)

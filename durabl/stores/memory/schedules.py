@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from durabl.model.options import NewJob
@@ -40,6 +40,7 @@ class MemorySchedules:
                 next_run_at,
                 old.last_run_at if old else None,
                 old.last_job_id if old else None,
+                old.paused if old else False,  # a pause outlives a redefinition
             )
             self._rows[schedule.name] = _Row(definition, stored)
 
@@ -65,6 +66,7 @@ class MemorySchedules:
                 row is None
                 or row.schedule.next_run_at != schedule.next_run_at
                 or row.definition != schedule.definition()
+                or row.schedule.paused
             ):
                 return None
             ids = [self._enqueue(job).job_id for _tick, job in jobs]
@@ -77,3 +79,12 @@ class MemorySchedules:
                 ids[-1] if jobs else old.last_job_id,
             )
             return ids
+
+    def set_paused(self, name: str, paused: bool, next_run_at: datetime | None) -> bool:
+        with self._lock:
+            row = self._rows.get(name)
+            if row is None:
+                return False
+            moved = row.schedule.next_run_at if next_run_at is None else next_run_at
+            row.schedule = replace(row.schedule, paused=paused, next_run_at=moved)
+            return True

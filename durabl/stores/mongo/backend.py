@@ -35,6 +35,7 @@ from durabl.stores.mongo import codec, factory, indexes, inserts
 from durabl.stores.mongo.attempts import ClaimMemo
 from durabl.stores.mongo.changestream import DEFAULT_BATCH_WINDOW, PushSettings
 from durabl.stores.mongo.claims import MongoClaims
+from durabl.stores.mongo.pauses import MongoPauses
 from durabl.stores.mongo.pushreads import open_watcher
 from durabl.stores.mongo.queries import MongoQueries
 from durabl.stores.mongo.reaper import MongoReaper
@@ -67,10 +68,12 @@ class MongoJobQueue(StoreBase):
     supports_workers = True
     supports_subscriptions = True
     supports_signals = True
+    supports_pause = True
     schedules: MongoSchedules
     workers: MongoWorkers
     subscriptions: MongoSubscriptions
     signals: MongoSignals
+    pauses: MongoPauses
 
     def __init__(
         self,
@@ -103,7 +106,8 @@ class MongoJobQueue(StoreBase):
         self.push_settings = PushSettings(batch_window=push_batch_window)
         #: The claims made here that no outcome has recorded yet (their attempt entries).
         self._claims = ClaimMemo()
-        self.claims = MongoClaims(self.store, self._claims, writer=self)
+        self.pauses = MongoPauses(self.store)
+        self.claims = MongoClaims(self.store, self._claims, writer=self, pauses=self.pauses)
         self.writes = MongoWrites(self.store, self._claims)
         self.queries = MongoQueries(self.store)
         self.reaper = MongoReaper(self.store)
@@ -158,12 +162,13 @@ class MongoJobQueue(StoreBase):
 
     def startup(self) -> None:
         """Create the indexes (idempotent), check change-stream support if asked, and read
-        which types have a rate limit (unless read lately)."""
+        which types have a rate limit (unless read lately) and which are paused."""
         self.store.startup()
         if self.use_change_streams and not self.supports_push:
             self.store.calls.check_change_streams(self.db)
             self.supports_push = True
         self.claims.limited.refresh(self.claims.limited_types)
+        self.pauses.refresh()
 
     def pending_setup(self) -> tuple[str, ...]:
         """The indexes ``startup()`` would create (none are created here)."""

@@ -23,6 +23,7 @@ from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.mongo import codec, flow
 from durabl.stores.mongo.attempts import ClaimMemo
 from durabl.stores.mongo.codec import ACTIVE_SLOT, LIVE_SLOT, PENDING_SLOT
+from durabl.stores.mongo.pauses import MongoPauses
 from durabl.stores.mongo.store import NO_RECEIPTS, MongoStore
 
 # The name MongoJobQueue has always logged under.
@@ -35,10 +36,13 @@ CLAIM_ORDER = [("priority", 1), ("run_at", 1), ("_id", 1)]
 class MongoClaims:
     """Enqueue and claim on the collection of ``store``. Every claim is remembered in
     ``memo`` (for the outcome's attempt entry) and its handle writes through
-    ``writer`` (the queue)."""
+    ``writer`` (the queue); no claim takes a job of a type ``pauses`` says is paused."""
 
-    def __init__(self, store: MongoStore, memo: ClaimMemo, writer: FencedWrites) -> None:
+    def __init__(
+        self, store: MongoStore, memo: ClaimMemo, writer: FencedWrites, pauses: MongoPauses
+    ) -> None:
         self.store = store
+        self.pauses = pauses
         self.memo = memo
         self.writer = writer
         self.rates = store.side_collection("rate_limits")
@@ -143,6 +147,10 @@ class MongoClaims:
         )
 
     def claim_or_enqueue(self, job: NewJob, lease_owner: str) -> InlineClaimResult:
+        if self.pauses.is_paused(job.type):
+            # No inline run of a paused type: the job waits, pending, for the resume.
+            enq = self.enqueue(job)
+            return InlineClaimResult(None, enq.job_id, enq.coalesced)
         now = self.store.now()
         if enqueues_before_inline_run(job):
             # The pending slot decides: a pending follower already covers the work. A job
@@ -174,6 +182,8 @@ class MongoClaims:
     def claim_due(
         self, type: str, limit: int, lease_owner: str, starting: int | None
     ) -> list[JobHandle[Any]]:
+        if self.pauses.is_paused(type):
+            return []
         now = self.store.now()
         rate = self._allowance(type, now)
         if rate is not None:
@@ -211,6 +221,8 @@ class MongoClaims:
     def claim_next_by_key(
         self, type: str, dedupe_key: str, *, lease_owner: str = ""
     ) -> JobHandle[Any] | None:
+        if self.pauses.is_paused(type):
+            return None
         now = self.store.now()
         query = {
             "$or": [{PENDING_SLOT: dedupe_key}, {LIVE_SLOT: dedupe_key}],

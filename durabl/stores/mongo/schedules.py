@@ -1,4 +1,4 @@
-"""Schedules in MongoDB: the four primitives of :class:`durabl.stores.base.Backend` on the
+"""Schedules in MongoDB: the primitives of :class:`durabl.stores.base.Backend` on the
 collection ``<collection>_schedules`` (one document per schedule, ``_id`` its name).
 
 With no multi-document transaction, a firing is three steps of single-document writes
@@ -85,6 +85,7 @@ class MongoSchedules:
                 None if doc.get("next_run_at") is None else as_utc(doc["next_run_at"]),
                 None if doc.get("last_run_at") is None else as_utc(doc["last_run_at"]),
                 doc.get("last_job_id"),
+                bool(doc.get("paused")),
             )
             for doc in docs
         ]
@@ -100,6 +101,15 @@ class MongoSchedules:
         if outbox is None:
             return None
         return self.finish(schedule.name, outbox) if outbox else []
+
+    def set_paused(self, name: str, paused: bool, next_run_at: datetime | None) -> bool:
+        changes: dict[str, Any] = {"paused": paused}
+        if next_run_at is not None:
+            changes["next_run_at"] = next_run_at
+        result = self.store.call(
+            "pause_schedule", lambda: self.col.update_one({"_id": name}, {"$set": changes})
+        )
+        return result.matched_count == 1
 
     # -- the steps ------------------------------------------------------------------------
     def claim(
@@ -124,6 +134,7 @@ class MongoSchedules:
             "next_run_at": schedule.next_run_at,
             "definition": schedule.definition(),
             "outbox": {"$exists": False},
+            "paused": {"$ne": True},
         }
         # Repeatable: a repeat after a lost reply finds our outbox and takes it as done.
         first_id = outbox[0]["_id"] if outbox else None

@@ -20,17 +20,32 @@ REGISTRY_STATEMENTS: dict[str, str] = {
         "next_run_at = excluded.next_run_at WHERE s.definition <> excluded.definition"
     ),
     "load_schedules": (
-        "SELECT name, definition, next_run_at, last_run_at, last_job_id FROM {schedules} "
-        "ORDER BY name"
+        "SELECT name, definition, next_run_at, last_run_at, last_job_id, paused "
+        "FROM {schedules} ORDER BY name"
     ),
     "delete_schedule": "DELETE FROM {schedules} WHERE name = %(name)s",
     "advance_schedule": (
         "UPDATE {schedules} SET next_run_at = %(next)s, "
         "last_run_at = coalesce(%(last)s, last_run_at) "
         "WHERE name = %(name)s AND next_run_at = %(expected)s "
-        "AND definition = %(definition)s"
+        "AND definition = %(definition)s AND NOT paused"
     ),
     "schedule_last_job": "UPDATE {schedules} SET last_job_id = %(job_id)s WHERE name = %(name)s",
+    "pause_schedule": (
+        "UPDATE {schedules} SET paused = %(paused)s, "
+        "next_run_at = coalesce(%(next)s::timestamptz, next_run_at) WHERE name = %(name)s"
+    ),
+    # -- paused types (durabl.model.pauses): a resume tells every listener the type is due
+    "pause_type": (
+        "INSERT INTO {paused} (type, paused_at) VALUES (%(type)s, {now}) "
+        "ON CONFLICT (type) DO NOTHING"
+    ),
+    "resume_type": (
+        "WITH gone AS (DELETE FROM {paused} WHERE type = %(type)s RETURNING type) "
+        "SELECT pg_notify({channel}, '0:' || gone.type) FROM gone"
+    ),
+    "paused_types": "SELECT type FROM {paused}",
+    "type_paused": "SELECT 1 FROM {paused} WHERE type = %(type)s",
     # -- rate limits (durabl.stores.sql.rates): the window read on the store's clock ---
     "rate_upsert": (
         "INSERT INTO {rate_limits} (type, max_starts, per_ms) VALUES (%(type)s, %(limit)s, "

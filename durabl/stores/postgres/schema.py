@@ -80,6 +80,7 @@ class Tables:
             "subscriptions": self.qualified("_subscriptions"),
             "signals": self.qualified("_signals"),
             "rate_limits": self.qualified("_rate_limits"),
+            "paused": self.qualified("_paused_types"),
             "channel": literal(self.channel),
             "lock_class": str(self.key_lock_class),
         }
@@ -351,6 +352,21 @@ def _add_signals(t: Tables) -> list[str]:
     ]
 
 
+def _add_pauses(t: Tables) -> list[str]:
+    """Pausing (:mod:`durabl.model.pauses`): the paused types, which every claim leaves
+    out, and a schedule's pause (false for every schedule stored before)."""
+    return [
+        f"""
+        CREATE TABLE IF NOT EXISTS {t.qualified("_paused_types")} (
+            type text PRIMARY KEY,
+            paused_at timestamptz NOT NULL
+        )
+        """,
+        f"ALTER TABLE {t.qualified('_schedules')} "
+        "ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -365,6 +381,7 @@ MIGRATIONS: list[Migration] = [
     (11, _add_timeout),
     (12, _add_subscriptions),
     (13, _add_signals),
+    (14, _add_pauses),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -120,7 +120,9 @@ RUN_NOW = (
 
 # -- claims: one statement per batch ------------------------------------------------------
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
-# key already has an active run; SKIP LOCKED lets concurrent claimers take different rows.
+# key already has an active run and the jobs of a paused type (a probe of the paused
+# types' primary key, in the same statement); SKIP LOCKED lets concurrent claimers take
+# different rows.
 # Rows past the first %(starting)s are claimed reserved (read ahead of a free worker).
 _CLAIM = (
     """
@@ -130,6 +132,7 @@ WITH picked AS (
     WHERE c.status = 'pending' AND {candidates}
       AND (c.pending_slot IS NULL OR NOT EXISTS (
           SELECT 1 FROM {jobs} AS a WHERE a.active_slot = c.pending_slot))
+      AND NOT EXISTS (SELECT 1 FROM {paused} AS z WHERE z.type = c.type)
       AND """
     + KEY_HAS_ROOM
     + """
@@ -204,11 +207,13 @@ STATEMENTS: dict[str, str] = {
             max_attempts, dedupe_key, dedupe_scope, live_slot, created_at, updated_at,
             backoff, backoff_delay, backoff_max_delay, claim_token, heartbeat_at,
             claimed_at, lease_owner, trace_context, timeout)
-        VALUES (%(id)s, %(type)s, %(data)s, 'active', %(priority)s,
-            coalesce(%(run_at)s::timestamptz, {now}), 1, %(max_attempts)s, %(dedupe_key)s,
-            %(dedupe_scope)s, %(live_slot)s, {now}, {now}, %(backoff)s, %(backoff_delay)s,
-            %(backoff_max_delay)s, %(token)s, {now}, {now}, %(owner)s, %(trace_context)s,
-            %(timeout)s)
+        SELECT %(id)s::text, %(type)s::text, %(data)s::text, 'active', %(priority)s::integer,
+            coalesce(%(run_at)s::timestamptz, {now}), 1, %(max_attempts)s::integer,
+            %(dedupe_key)s::text, %(dedupe_scope)s::text, %(live_slot)s::text, {now}, {now},
+            %(backoff)s::text, %(backoff_delay)s::double precision,
+            %(backoff_max_delay)s::double precision, %(token)s::text, {now}, {now},
+            %(owner)s::text, %(trace_context)s::text, %(timeout)s::double precision
+        WHERE NOT EXISTS (SELECT 1 FROM {paused} WHERE type = %(type)s)
         ON CONFLICT DO NOTHING
         RETURNING {job_columns}
     """,

@@ -67,7 +67,7 @@ class Statements:
     #: As ``update_holder_live`` for the pending slot.
     update_holder_pending: str
     #: (a new job's row, token, owner) -> row (the job's columns): the job created
-    #: already claimed; no row when a dedupe slot is taken.
+    #: already claimed; no row when a dedupe slot is taken or its type is paused.
     insert_active: str
 
     # -- bulk enqueue: a batch's keys are list parameters (``SqlStore._key_list``) --------
@@ -80,7 +80,7 @@ class Statements:
     scope_in_batch: str
 
     # -- claims: (limit, now, owner, starting) and the candidates' own -> rows (the job's
-    # columns and its claim_token), in any order ------------------------------------------
+    # columns and its claim_token), in any order; never a job of a paused type ------------
     #: (type): due jobs of one type.
     claim_due: str
     #: (type, key): the due job of one type holding the key in its pending or live slot.
@@ -181,14 +181,27 @@ class Statements:
     # -- schedules ------------------------------------------------------------------------
     #: (name, definition, next): stored unless the same definition already is.
     upsert_schedule: str
-    #: -> rows(name, definition, next_run_at, last_run_at, last_job_id), by name.
+    #: -> rows(name, definition, next_run_at, last_run_at, last_job_id, paused), by name.
     load_schedules: str
     #: (name) -> count.
     delete_schedule: str
-    #: (next, last, name, expected, definition) -> count: the compare-and-set of a firing.
+    #: (next, last, name, expected, definition) -> count: the compare-and-set of a firing
+    #: (never of a paused schedule).
     advance_schedule: str
     #: (job_id, name).
     schedule_last_job: str
+    #: (name, paused, next) -> count: pause or resume it (``next`` NULL keeps next_run_at).
+    pause_schedule: str
+
+    # -- paused types (durabl.model.pauses) -----------------------------------------------
+    #: (type, now): stored unless it already is.
+    pause_type: str
+    #: (type) -> count: removed (PostgreSQL: and its listeners told the type is due).
+    resume_type: str
+    #: -> rows(type).
+    paused_types: str
+    #: (type) -> row: the type is paused.
+    type_paused: str
 
     # -- the workers registry -------------------------------------------------------------
     #: (id, host, pid, concurrency, started_at, last_seen, active, heartbeat_interval).

@@ -19,11 +19,12 @@ from durabl.model.flow import RateLimit
 from durabl.model.job import CancelOutcome, Job, JobFilter, JobHandle, handle_for
 from durabl.model.options import NewJob
 from durabl.model.rules import enqueues_before_inline_run, holder_update
-from durabl.model.schedule import Schedule
 from durabl.model.workers import WorkerInfo
 from durabl.stores.base import EnqueueResult, InlineClaimResult
 from durabl.stores.sql import rates
+from durabl.stores.sql.pauses import SqlPauses
 from durabl.stores.sql.reads import SqlReads
+from durabl.stores.sql.schedules import SqlSchedules
 from durabl.stores.sql.signals import SqlSignals
 from durabl.stores.sql.statements import C, selecting
 from durabl.stores.sql.subscriptions import SqlSubscriptions
@@ -32,12 +33,14 @@ from durabl.stores.sql.subscriptions import SqlSubscriptions
 claim_order = itemgetter("priority", "run_at", "seq")
 
 
-class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C]):
+class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C], SqlPauses[C], SqlSchedules[C]):
     """Every operation of a SQL store but the dialect's own (its connections, schema, push
     pickup, and the hooks declared here, in :class:`~durabl.stores.sql.reads.SqlReads`
     and in :class:`~durabl.stores.sql.writes.SqlWrites`); event subscriptions are
     :class:`~durabl.stores.sql.subscriptions.SqlSubscriptions`', signals
-    :class:`~durabl.stores.sql.signals.SqlSignals`'."""
+    :class:`~durabl.stores.sql.signals.SqlSignals`', pauses
+    :class:`~durabl.stores.sql.pauses.SqlPauses`', schedules
+    :class:`~durabl.stores.sql.schedules.SqlSchedules`'."""
 
     supports_journal = True
     supports_schedules = True
@@ -194,6 +197,10 @@ class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C]):
             if job.dedupe_key is not None:
                 self._check_scope(tx, job)
             made = tx.execute(self.sql.insert_active, values).fetchone()
+            if made is None and self._type_paused(tx, job.type):
+                # No inline run of a paused type: the job waits, pending, for the resume.
+                enq = self._enqueue_in(tx, job, row)
+                return InlineClaimResult(None, enq.job_id, enq.coalesced)
             if made is None:
                 return InlineClaimResult(None, None, self._slot_taken(tx, job, row).coalesced)
             return InlineClaimResult(handle_for(self._job(made), values["token"], self))
@@ -375,74 +382,6 @@ class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C]):
             write=False,
             single=True,
         )
-
-    # -- schedules ------------------------------------------------------------------------
-    def upsert_schedule(self, schedule: Schedule, next_run_at: datetime) -> None:
-        values = {
-            "name": schedule.name,
-            "definition": schedule.definition(),
-            "next": self._instant(next_run_at),
-        }
-        statement = self.sql.upsert_schedule
-        self._run("upsert_schedule", lambda tx: tx.execute(statement, values), single=True)
-
-    def load_schedules(self) -> list[Schedule]:
-        rows = self._run(
-            "load_schedules",
-            lambda tx: tx.execute(self.sql.load_schedules, {}).fetchall(),
-            write=False,
-            single=True,
-        )
-        return [
-            Schedule.from_stored(
-                row["name"],
-                row["definition"],
-                self._maybe_instant(row["next_run_at"]),
-                self._maybe_instant(row["last_run_at"]),
-                row["last_job_id"],
-            )
-            for row in rows
-        ]
-
-    def _maybe_instant(self, value: Any) -> datetime | None:
-        return None if value is None else self._from_instant(value)
-
-    def delete_schedule(self, name: str) -> bool:
-        statement = self.sql.delete_schedule
-        return self._run(
-            "delete_schedule",
-            lambda tx: tx.execute(statement, {"name": name}).rowcount == 1,
-            single=True,
-        )
-
-    def fire_schedule(
-        self, schedule: Schedule, next_run_at: datetime, jobs: Sequence[tuple[datetime, NewJob]]
-    ) -> list[str | None] | None:
-        """One transaction: the compare-and-set of the schedule row, then the enqueue of
-        each tick's job; both commit or neither does. A repeat after a lost connection is
-        safe: if the first attempt committed, the compare-and-set no longer matches."""
-        if schedule.next_run_at is None:
-            return None
-        now = self._now_param()
-        rows = [(job, self._new_row(job, now)) for _tick, job in jobs]
-        advance = {
-            "next": self._instant(next_run_at),
-            "last": self._instant(jobs[-1][0]) if jobs else None,
-            "name": schedule.name,
-            "expected": self._instant(schedule.next_run_at),
-            "definition": schedule.definition(),
-        }
-        sql = self.sql
-
-        def fire(tx: C) -> list[str | None] | None:
-            if tx.execute(sql.advance_schedule, advance).rowcount != 1:
-                return None
-            ids = [self._enqueue_in(tx, job, row).job_id for job, row in rows]
-            if ids:
-                tx.execute(sql.schedule_last_job, {"job_id": ids[-1], "name": schedule.name})
-            return ids
-
-        return self._run("fire_schedule", fire)
 
     # -- the workers registry -------------------------------------------------------------
     def upsert_worker(self, info: WorkerInfo) -> None:

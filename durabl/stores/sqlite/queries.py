@@ -13,7 +13,12 @@ from durabl.model.job import STATUSES, Job, JobFilter, LogEntry
 from durabl.model.rules import JobPage, served_by_index
 from durabl.stores.sql.reads import STATUS_PARAMS, FilterSql, Reading, default_order, where_clause
 from durabl.stores.sqlite import codec
-from durabl.stores.sqlite.schema import JOBS_TABLE, LOGS_TABLE, RECEIPTS_TABLE
+from durabl.stores.sqlite.schema import (
+    JOBS_TABLE,
+    LOGS_TABLE,
+    PAUSED_TYPES_TABLE,
+    RECEIPTS_TABLE,
+)
 
 Params = dict[str, Any]
 JOBS = JOBS_TABLE
@@ -37,12 +42,13 @@ _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 
 def has_due(conn: sqlite3.Connection, type: str, now_ms: int) -> bool:
-    """Whether any job of ``type`` is due: a read, so an idle poll never takes the write
-    lock (the claim itself still decides, under the lock)."""
+    """Whether any job of ``type`` is due (and the type not paused): a read, so an idle or
+    paused poll never takes the write lock (the claim itself still decides, under it)."""
     row = conn.execute(
         f"SELECT 1 FROM {JOBS} INDEXED BY durabl_claim "
-        "WHERE status = 'pending' AND type = ? AND run_at <= ? LIMIT 1",
-        (type, now_ms),
+        "WHERE status = 'pending' AND type = ? AND run_at <= ? "
+        f"AND NOT EXISTS (SELECT 1 FROM {PAUSED_TYPES_TABLE} WHERE type = ?) LIMIT 1",
+        (type, now_ms, type),
     ).fetchone()
     return row is not None
 

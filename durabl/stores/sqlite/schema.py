@@ -23,6 +23,7 @@ RATE_LIMITS_TABLE = "durabl_rate_limits"
 WORKERS_TABLE = "durabl_workers"
 SUBSCRIPTIONS_TABLE = "durabl_subscriptions"
 SIGNALS_TABLE = "durabl_signals"
+PAUSED_TYPES_TABLE = "durabl_paused_types"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -289,6 +290,20 @@ def _add_signals(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_pauses(conn: sqlite3.Connection) -> None:
+    """Pausing (:mod:`durabl.model.pauses`): the paused types, which every claim leaves
+    out, and a schedule's pause (0 for every schedule stored before)."""
+    conn.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS {PAUSED_TYPES_TABLE} (
+            type TEXT PRIMARY KEY,
+            paused_at INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """
+    )
+    conn.execute(f"ALTER TABLE {SCHEDULES_TABLE} ADD COLUMN paused INTEGER NOT NULL DEFAULT 0")
+
+
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
 MIGRATIONS: list[Migration] = [
@@ -307,6 +322,7 @@ MIGRATIONS: list[Migration] = [
     (13, _add_timeout),
     (14, _add_subscriptions),
     (15, _add_signals),
+    (16, _add_pauses),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -23,6 +23,7 @@ from durabl.stores.sql.statements import Statements
 from durabl.stores.sqlite import codec
 from durabl.stores.sqlite.queries import JOB_COLUMNS, JOBS, LOGS, READS, RECEIPTS
 from durabl.stores.sqlite.schema import (
+    PAUSED_TYPES_TABLE,
     RATE_LIMITS_TABLE,
     SCHEDULES_TABLE,
     SIGNALS_TABLE,
@@ -53,7 +54,8 @@ statement (writes are serialised: a batch statement would gain nothing here)."""
 
 # One statement claims the whole batch. Candidates are due pending jobs in claim order,
 # skipping a pending-scope follower whose key already has an active run, so the unique
-# index on active_slot never fires here. Each row gets its own random token.
+# index on active_slot never fires here, and the jobs of a paused type (a probe of the
+# paused types' primary key: no statement more per claim). Each row gets its own token.
 _CLAIM = f"""
 UPDATE {JOBS}
 SET status = 'active', claim_token = lower(hex(randomblob(16))), attempts = attempts + 1,
@@ -64,6 +66,7 @@ WHERE seq IN (
     WHERE c.status = 'pending' AND {{candidates}}
       AND (c.pending_slot IS NULL OR NOT EXISTS (
           SELECT 1 FROM {JOBS} AS a WHERE a.active_slot = c.pending_slot))
+      AND NOT EXISTS (SELECT 1 FROM {PAUSED_TYPES_TABLE} AS z WHERE z.type = c.type)
     ORDER BY c.priority, c.run_at, c.seq
     LIMIT :limit)
 RETURNING {JOB_COLUMNS}, claim_token
@@ -171,7 +174,9 @@ STATEMENTS = Statements(
     update_holder_live=f"{_UPDATE_HOLDER} WHERE live_slot = :key AND {_HELD_PENDING}",
     update_holder_pending=f"{_UPDATE_HOLDER} WHERE pending_slot = :key AND {_HELD_PENDING}",
     insert_active=(
-        f"{_INSERT}({', '.join(_CLAIMED.get(c, ':' + c) for c in _INSERT_COLUMNS)}) "
+        f"INSERT INTO {JOBS} ({', '.join(_INSERT_COLUMNS)}) SELECT "
+        f"{', '.join(_CLAIMED.get(c, ':' + c) for c in _INSERT_COLUMNS)} WHERE NOT EXISTS "
+        f"(SELECT 1 FROM {PAUSED_TYPES_TABLE} WHERE type = :type) "
         f"ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
     ),
     claim_due=_claim(_DUE_OF_TYPE, "INDEXED BY durabl_claim"),
@@ -271,16 +276,28 @@ STATEMENTS = Statements(
         f"WHERE {SCHEDULES_TABLE}.definition <> excluded.definition"
     ),
     load_schedules=(
-        "SELECT name, definition, next_run_at, last_run_at, last_job_id "
+        "SELECT name, definition, next_run_at, last_run_at, last_job_id, paused "
         f"FROM {SCHEDULES_TABLE} ORDER BY name"
     ),
     delete_schedule=f"DELETE FROM {SCHEDULES_TABLE} WHERE name = :name",
     advance_schedule=(
         f"UPDATE {SCHEDULES_TABLE} SET next_run_at = :next, "
         "last_run_at = coalesce(:last, last_run_at) "
-        "WHERE name = :name AND next_run_at = :expected AND definition = :definition"
+        "WHERE name = :name AND next_run_at = :expected AND definition = :definition "
+        "AND paused = 0"
     ),
     schedule_last_job=f"UPDATE {SCHEDULES_TABLE} SET last_job_id = :job_id WHERE name = :name",
+    pause_schedule=(
+        f"UPDATE {SCHEDULES_TABLE} SET paused = :paused, "
+        "next_run_at = coalesce(:next, next_run_at) WHERE name = :name"
+    ),
+    pause_type=(
+        f"INSERT INTO {PAUSED_TYPES_TABLE} (type, paused_at) VALUES (:type, :now) "
+        "ON CONFLICT (type) DO NOTHING"
+    ),
+    resume_type=f"DELETE FROM {PAUSED_TYPES_TABLE} WHERE type = :type",
+    paused_types=f"SELECT type FROM {PAUSED_TYPES_TABLE}",
+    type_paused=f"SELECT 1 FROM {PAUSED_TYPES_TABLE} WHERE type = :type",
     upsert_worker=(
         f"INSERT INTO {WORKERS_TABLE} (id, host, pid, concurrency, started_at, last_seen, "
         "active, heartbeat_interval) VALUES (:id, :host, :pid, :concurrency, :started_at, "
