@@ -16,7 +16,9 @@ every process and survives restarts. What it means, on every store:
 * jobs already running finish (a pause never touches an active job);
 * resuming makes the type's due jobs claimable at once: this process wakes its pollers,
   and the store tells the others where it pushes (PostgreSQL's NOTIFY; SQLite's change
-  check sees the commit). MongoDB's other processes see it at their next refresh.
+  check sees the commit). MongoDB's other processes see it at their next refresh; one with
+  change streams on, which polls rarely, has its watcher re-read the set every
+  :data:`PAUSED_RECHECK` seconds while a type is paused and wake the resumed types.
 
 A paused schedule fires no tick; resuming it skips the ticks it missed while paused (its
 next tick is the first after the resume, :func:`resumed_next_run_at`), whatever its
@@ -120,6 +122,19 @@ class PausedTypes:
         if self._due(type):
             self._read(read_stored)
         return type in self._types
+
+    def resumed(self, read_stored: Callable[[], Iterable[str]]) -> frozenset[str]:
+        """The types this object held paused that the stored set no longer holds (another
+        process resumed them), read at most every :data:`PAUSED_RECHECK` seconds and only
+        while some type is held paused: a process with push pickup polls rarely, so its
+        watcher asks this on each step and wakes the resumed types' pollers."""
+        with self._lock:
+            before = self._types
+        if not before or not self._due(next(iter(before))):
+            return frozenset()
+        self._read(read_stored)
+        with self._lock:
+            return before - self._types
 
     def note(self, type: str, paused: bool) -> None:
         """This object paused (or resumed) ``type``."""

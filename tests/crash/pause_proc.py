@@ -21,8 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--poll", type=float, required=True)
+    parser.add_argument("--change-streams", action="store_true", help="MongoDB's push")
     args = parser.parse_args(argv)
-    queue = JobQueue(backend_from_url(args.url), visibility_timeout=10)
+    push = {"use_change_streams": True} if args.change_streams else {}
+    queue = JobQueue(backend_from_url(args.url, **push), visibility_timeout=10)
     queue.process("work", work, concurrency=2, poll_interval=args.poll)
     with open(args.log, "a", buffering=1, encoding="utf-8") as log:
         log.write("ready\n")

@@ -204,7 +204,7 @@ class MongoJobQueue(StoreBase):
         :mod:`durabl.stores.mongo.changestream`."""
         if not self.supports_push:
             raise DurablError("push pickup needs use_change_streams=True and startup()")
-        return open_watcher(self.store, listener, self.push_settings)
+        return open_watcher(self.store, listener, self.push_settings, resumed=self.pauses.resumed)
 
     # -- enqueue and claim (MongoClaims) --------------------------------------------------
     def enqueue(self, job: NewJob) -> EnqueueResult:

@@ -42,6 +42,10 @@ class MongoPauses:
         """Whether a claim must leave ``type`` out: the set kept here, read again when due."""
         return self.known.is_paused(type, self.load)
 
+    def resumed(self) -> frozenset[str]:
+        """The types held paused here that another process resumed (read while any is)."""
+        return self.known.resumed(self.load)
+
     def refresh(self) -> None:
         """Read the stored set now (at startup)."""
         self.known.load(self.load)

@@ -5,7 +5,7 @@ every other read of the store."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +24,15 @@ from durabl.stores.mongo.store import MongoStore
 from durabl.stores.mongo.watcher import Watcher
 
 
-def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettings) -> Watcher:
-    """A watcher on ``store``'s collection reporting to ``listener`` (not started)."""
+def open_watcher(
+    store: MongoStore,
+    listener: PushListener,
+    settings: PushSettings,
+    resumed: Callable[[], Iterable[str]] | None = None,
+) -> Watcher:
+    """A watcher on ``store``'s collection reporting to ``listener`` (not started);
+    ``resumed`` names the paused types another process resumed (the watcher wakes them:
+    no job changed, so the stream says nothing of a resume)."""
     col = store.col
     pipeline = claimable_pipeline()
     await_ms = max(int(settings.await_seconds * 1000), 1)
@@ -49,6 +56,7 @@ def open_watcher(store: MongoStore, listener: PushListener, settings: PushSettin
         next_run_at=reads.next_run_at,
         waiting=reads.waiting,
         settings=settings,
+        resumed=resumed,
     )
 
 

@@ -10,7 +10,7 @@ wires it to a MongoDB collection. The pipeline and the rules it follows are in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -66,8 +66,10 @@ class Watcher(PushState):
         now: Callable[[], datetime] | None = None,
         settings: PushSettings | None = None,
         sleep: Callable[[float], object] | None = None,
+        resumed: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.settings = settings or PushSettings()
+        self._resumed = resumed
         self._open_stream = open_stream
         self._clock = clock
         self._routes = Router(
@@ -156,7 +158,21 @@ class Watcher(PushState):
             self._read_one()
         self._routes.flush_if_due()
         self._routes.fire_timers()
+        self._wake_resumed()
         return True
+
+    def _wake_resumed(self) -> None:
+        """Wake the pollers of the types another process resumed: their jobs changed
+        nothing the stream could report."""
+        if self._resumed is None:
+            return
+        try:
+            resumed = self._resumed()
+        except Exception as exc:  # the next step reads again
+            logger.debug("reading the paused types failed: %s", exc)
+            return
+        for type in sorted(set(resumed) & self._routes.types):
+            self._listener.push_due(type, 0)
 
     def handle(self, event: Mapping[str, Any]) -> None:
         """Take in one change event (already filtered and projected by the server)."""
