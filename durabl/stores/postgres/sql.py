@@ -32,7 +32,7 @@ JOB_COLUMNS = (
     "j.created_at, j.updated_at, j.finished_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
     "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, j.result, j.trace_context, "
-    "j.timeout, "
+    "j.timeout, j.parent_id, j.parent_step, "
     "(SELECT coalesce(json_agg(json_build_array("
     "(extract(epoch FROM l.at) * 1000)::bigint, l.message) ORDER BY l.seq), '[]'::json) "
     "FROM {logs} AS l WHERE l.job_id = j.id) AS logs"
@@ -187,12 +187,13 @@ STATEMENTS: dict[str, str] = {
             INSERT INTO {jobs} (id, type, data, status, priority, run_at, max_attempts,
                 dedupe_key, dedupe_scope, live_slot, pending_slot, created_at, updated_at,
                 backoff, backoff_delay, backoff_max_delay, concurrency_key, concurrency_limit,
-                trace_context, timeout)
+                trace_context, timeout, parent_id, parent_step)
             VALUES (%(id)s, %(type)s, %(data)s, 'pending', %(priority)s,
                 coalesce(%(run_at)s::timestamptz, {now}), %(max_attempts)s, %(dedupe_key)s,
                 %(dedupe_scope)s, %(live_slot)s, %(pending_slot)s, {now}, {now},
                 %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s,
-                %(concurrency_key)s, %(concurrency_limit)s, %(trace_context)s, %(timeout)s)
+                %(concurrency_key)s, %(concurrency_limit)s, %(trace_context)s, %(timeout)s,
+                %(parent_id)s, %(parent_step)s)
             ON CONFLICT DO NOTHING
             RETURNING id, type, run_at)
         SELECT ins.id, """
@@ -203,12 +204,12 @@ STATEMENTS: dict[str, str] = {
         INSERT INTO {jobs} AS j (id, type, data, status, priority, run_at, attempts,
             max_attempts, dedupe_key, dedupe_scope, live_slot, created_at, updated_at,
             backoff, backoff_delay, backoff_max_delay, claim_token, heartbeat_at,
-            claimed_at, lease_owner, trace_context, timeout)
+            claimed_at, lease_owner, trace_context, timeout, parent_id, parent_step)
         VALUES (%(id)s, %(type)s, %(data)s, 'active', %(priority)s,
             coalesce(%(run_at)s::timestamptz, {now}), 1, %(max_attempts)s, %(dedupe_key)s,
             %(dedupe_scope)s, %(live_slot)s, {now}, {now}, %(backoff)s, %(backoff_delay)s,
             %(backoff_max_delay)s, %(token)s, {now}, {now}, %(owner)s, %(trace_context)s,
-            %(timeout)s)
+            %(timeout)s, %(parent_id)s, %(parent_step)s)
         ON CONFLICT DO NOTHING
         RETURNING {job_columns}
     """,
