@@ -405,6 +405,11 @@ class Backend(FencedWrites, Protocol):
         """Make the job due now if a signal ``name`` after ``after_seq`` is stored (the
         second half of a signal wait's suspension); whether it was made due."""
 
+    def wake_parent(self, parent_id: str) -> Job[Any] | None:
+        """Make ``parent_id`` due now when it waits in a gather and none of its children
+        is pending or active (once a child ended, or once the parent suspended): the
+        parent it woke, else None."""
+
 
 ClaimSource = Literal["poll", "inline", "drain"]
 
