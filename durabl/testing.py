@@ -182,6 +182,13 @@ class OrchestrationHarness:
     Events: ``octx.send_event`` appends ``(event, data)`` to ``sent_events``, once per
     step however often the step runs again (``crash_before`` included), and returns one
     id per type that ``subscriptions`` (event name -> job types) subscribes to it.
+
+    Child jobs: ``octx.start_children`` creates them in the harness (``children``, each
+    once however often its step runs again); an attempt that reaches ``octx.gather``
+    before they all ended has ``status == "waiting"`` (``waiting_for``:
+    ``"children:<step>"``); ``finish_child(child_id, status, result)`` ends one, and
+    ``resume()`` returns from the gather once all it waits for ended, else lets its
+    timeout pass (a gather without one waits again).
     """
 
     def __init__(
