@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         SchemaError,
         SchemaTooNewError,
         StoreNotFoundError,
+        WaitTimeout,
     )
     from durabl.model.job import (
         FAILURE_KINDS,
@@ -160,6 +161,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "EVENT_KINDS",
     "validate_enqueue",
+    "WaitTimeout",
     "WorkerInfo",
 ]
 
@@ -193,6 +195,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "PreparedStatementsError",
         "SchemaTooNewError",
         "StoreNotFoundError",
+        "WaitTimeout",
     ),
     "durabl.model.job": (
         "FAILURE_KINDS",

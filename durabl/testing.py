@@ -25,6 +25,7 @@ from durabl.model.signals import (
 )
 from durabl.model.waiting import suspension_of
 from durabl.orchestrator import Body, OrchestrationContext, StepRecord
+from durabl.orchestrator.harness_children import HarnessChildren
 from durabl.orchestrator.journal import (
     DEFAULT_MAX_JOURNAL_BYTES,
     decode,
@@ -121,11 +122,17 @@ class _MemoryJournal:
         now: Callable[[], datetime],
         send_event: Callable[[str, Any, str], list[str]],
         next_signal: Callable[[str, int], StoredSignal | None],
+        children: HarnessChildren,
     ) -> None:
         self._journal = journal
         self._now = now
         self.send_event = send_event
         self.next_signal = next_signal
+        self.start_children = children.start
+        self.read_children = children.read
+
+    def wake_if_children_done(self) -> bool:
+        return False  # the harness resumes only when told: resume() reads the children
 
     def wake_if_signalled(self, name: str, after_seq: int) -> bool:
         return False  # the harness resumes only when told: resume() finds the signal
@@ -176,6 +183,13 @@ class OrchestrationHarness:
     Events: ``octx.send_event`` appends ``(event, data)`` to ``sent_events``, once per
     step however often the step runs again (``crash_before`` included), and returns one
     id per type that ``subscriptions`` (event name -> job types) subscribes to it.
+
+    Child jobs: ``octx.start_children`` creates them in the harness (``children``, each
+    once however often its step runs again); an attempt that reaches ``octx.gather``
+    before they all ended has ``status == "waiting"`` (``waiting_for``:
+    ``"children:<step>"``); ``finish_child(child_id, status, result)`` ends one, and
+    ``resume()`` returns from the gather once all it waits for ended, else lets its
+    timeout pass (a gather without one waits again).
     """
 
     def __init__(
@@ -228,6 +242,7 @@ class OrchestrationHarness:
         self._sends: dict[str, list[str]] = {}
         self._started_jobs = 0
         self._signals: list[StoredSignal] = []
+        self._children = HarnessChildren(job_id, self._now)
 
     def __repr__(self) -> str:
         return (
@@ -270,12 +285,31 @@ class OrchestrationHarness:
         self._signals.append(StoredSignal(len(self._signals), Signal(name, stored, self._now())))
 
     @property
+    def children(self) -> list[Job[Any]]:
+        """The child jobs the body started (``octx.start_children``), in the order
+        created: each once, however often its step ran again."""
+        return self._children.jobs
+
+    def finish_child(
+        self,
+        child_id: str,
+        status: str = "completed",
+        result: Any = None,
+        *,
+        reason: str | None = None,
+    ) -> Job[Any]:
+        """End the child ``child_id`` with ``status`` (``completed``, ``failed``,
+        ``cancelled`` or ``superseded``), its ``result`` (or failure ``reason``), so a
+        ``gather`` waiting for it can return on the next ``resume()``."""
+        return self._children.finish(child_id, status, result, reason)
+
+    @property
     def waiting_for(self) -> str | None:
         """What the suspended orchestration waits for (``"signal:approve"``, ``"until
         ..."``), as ``Job.waiting_for`` says it; None unless sleeping or waiting."""
         if self.status not in ("sleeping", "waiting") or self.wake_at is None:
             return None
-        return suspension_of("pending", self.wake_at, self._journal)
+        return suspension_of("pending", self.wake_at, self._journal, self._now())
 
     # -- what happened ----------------------------------------------------------------------
     @property
@@ -321,6 +355,18 @@ class OrchestrationHarness:
         after = last_signal_seq(self.steps, name)
         return self._next_signal(name, after) is not None
 
+    def _gathered_children(self) -> bool:
+        """Whether a gather waits and every child it waits for ended since."""
+        last = self._journal[-1] if self._journal else {}
+        return last.get("kind") == "gather" and self._children.waited_done()
+
+    def _gather_deadline(self) -> datetime | None:
+        """A waiting gather's timeout (the harness lets it pass on resume, not the
+        recheck a worker makes)."""
+        last = self._journal[-1] if self._journal else {}
+        wake_at = last.get("wake_at")
+        return wake_at if last.get("kind") == "gather" and isinstance(wake_at, datetime) else None
+
     def _now(self) -> datetime:
         now = self.clock.now()
         return now.replace(microsecond=now.microsecond // 1000 * 1000)
@@ -336,7 +382,8 @@ class OrchestrationHarness:
         if self.status in ("sleeping", "waiting") and self.wake_at is not None:
             elapse = elapse_sleep and self.clock.now() < self.wake_at
             if self.status == "waiting":  # a signal, or the timeout, ends the wait
-                elapse = elapse and self.wake_at < WAIT_FOREVER and not self._signal_arrived()
+                ended = self._signal_arrived() or self._gathered_children()
+                elapse = elapse and self.wake_at < WAIT_FOREVER and not ended
             if elapse:
                 self.clock.advance((self.wake_at - self.clock.now()).total_seconds())
         else:
@@ -363,7 +410,9 @@ class OrchestrationHarness:
         hooks = _CrashHooks(after, before)
         octx = OrchestrationContext(
             job,
-            io=_MemoryJournal(self._journal, self._now, self._send_event, self._next_signal),
+            io=_MemoryJournal(
+                self._journal, self._now, self._send_event, self._next_signal, self._children
+            ),
             signal=signal,
             log=ctx.log,
             budget=journal_budget(job, self.max_journal_bytes),
@@ -382,7 +431,7 @@ class OrchestrationHarness:
             self.status = "crashed"
         except SuspendRun as suspend:
             self.status = "sleeping" if suspend.after_release is None else "waiting"
-            self.wake_at = suspend.run_at
+            self.wake_at = self._gather_deadline() or suspend.run_at
         except Snooze as snooze:
             self.status = "sleeping"
             self.wake_at = now + timedelta(seconds=snooze.seconds)

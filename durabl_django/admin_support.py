@@ -34,6 +34,8 @@ ACTION_BATCH = 500  # jobs fetched per query when acting on everything that matc
 SELECTED = "_selected_action"  # Django's own name, so admin/js/actions.js works as is
 TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", "o"
 STATUS_VAR = "status"
+#: The list's filter of the children of one job (its id).
+PARENT_VAR = "parent"
 #: The ``list_jobs`` orders the lists' column headings sort by.
 SORTABLE = JOB_ORDER_FIELDS
 #: The most jobs a list sorts by a column no index serves (such a sort reads every job it
@@ -106,6 +108,8 @@ class JobFilters:
     order: str | None = None
     #: A key of :data:`DATE_RANGES`, or None for any date.
     since: str | None = None
+    #: Only the children of this job (its id).
+    parent: str | None = None
 
     @classmethod
     def from_query(cls, status: str, query: Mapping[str, Any]) -> JobFilters:
@@ -142,6 +146,7 @@ class JobFilters:
             failure_kind=failure_kind,
             search=text(SEARCH_VAR),
             since=since,
+            parent=text(PARENT_VAR),
         )
 
     @property
@@ -158,6 +163,8 @@ class JobFilters:
             "failure_kind": self.failure_kind,
             "search": self.search,
         }
+        if self.parent is not None:
+            filters["parent_id"] = self.parent
         if self.since is not None:
             after = datetime.now(timezone.utc) - DATE_RANGES[self.since][1]
             filters[f"{self.date_field}_after"] = after
@@ -173,6 +180,8 @@ class JobFilters:
             params[SEARCH_VAR] = self.search
         if self.since:
             params[DATE_VAR] = self.since
+        if self.parent:
+            params[PARENT_VAR] = self.parent
         if self.order:
             params[ORDER_VAR] = self.order
         if with_page and self.page > 1:
@@ -195,12 +204,14 @@ class JobFilters:
 
     @property
     def is_filtered(self) -> bool:
-        return bool(self.type or self.failure_kind or self.search or self.since)
+        return bool(self.type or self.failure_kind or self.search or self.since or self.parent)
 
     def describe(self) -> str:
         """What the filters select, to follow "jobs", e.g. ``of type "email", with failure
         kind "Fatal", whose id, dedupe key or failure reason matches "bulk:"``."""
         parts = []
+        if self.parent:
+            parts.append(f'started by job "{self.parent}"')
         if self.type:
             parts.append(f'of type "{self.type}"')
         if self.failure_kind:

@@ -116,11 +116,13 @@ def configure_jobs(sub: Sub) -> None:
         "durabl jobs --status failed",
         "durabl jobs --status failed --kind stalled --type report --limit 20 --json",
         "durabl jobs --search order:42",
+        "durabl jobs --parent 6f1c0e9b2a7d4c1e8f3b5a9d0c2e4f6a",
     )
     p.add_argument("--status", choices=STATUSES, help="only jobs in this status")
     p.add_argument("--type", metavar="T", help="only this job type")
     p.add_argument("--kind", choices=FAILURE_KINDS, help="only failed jobs of this failure kind")
     p.add_argument("--search", metavar="Q", help="a job id, or a prefix of the dedupe key")
+    p.add_argument("--parent", metavar="ID", help="only the children of this job")
     p.add_argument(
         "--limit",
         type=positive_int_arg,
@@ -137,6 +139,7 @@ def run_jobs(args: argparse.Namespace) -> int:
         "type": args.type,
         "failure_kind": args.kind,
         "search": args.search,
+        "parent_id": args.parent,
     }
     selection = {k: v for k, v in filters.items() if v}
     with opened(args, read_only=True) as queue:

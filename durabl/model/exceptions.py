@@ -92,6 +92,10 @@ class JournalTooLarge(DurablError):
         )
 
 
+class WaitTimeout(DurablError):
+    """``octx.gather``'s timeout passed before every child it waits for had ended."""
+
+
 class ScheduleError(DurablError, ValueError):
     """A schedule declaration that cannot work: a bad cron expression, an unknown time
     zone, both or neither of ``cron`` and ``every``, an unknown ``catch_up`` policy."""

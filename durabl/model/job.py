@@ -118,13 +118,17 @@ class Job(Generic[T]):
     #: The job's own time limit in seconds (``enqueue(timeout=)``), over its type's; None:
     #: the type's, if it has one (see docs/concepts.md, Time limits).
     timeout: float | None = None
+    #: The orchestration that started this job (``octx.start_children``), else None; and
+    #: the step and place among that step's children it was started as (``"fan-out#3"``).
+    parent_id: str | None = None
+    parent_step: str | None = None
 
     @property
     def waiting_for(self) -> str | None:
         """What a suspended orchestration waits for (``"until 2026-12-24T00:00:00Z"`` for
         a durable sleep, ``"signal:approve"`` for ``wait_for_signal``), else None. Read
         from the journal the job carries: nothing more is stored or fetched for it."""
-        return suspension_of(self.status, self.run_at, self.journal)
+        return suspension_of(self.status, self.run_at, self.journal, self.updated_at)
 
 
 @dataclass(frozen=True)
@@ -422,6 +426,7 @@ class JobFilter:
     updated_before: datetime | None = None
     finished_after: datetime | None = None
     finished_before: datetime | None = None
+    parent_id: str | None = None
 
     def ranges(self) -> list[tuple[str, str, str, datetime]]:
         """The time bounds that are set: ``(filter name, job field, ">=" or "<", instant)``."""
@@ -440,9 +445,10 @@ class JobFilter:
         ]
 
     def equal_fields(self) -> dict[str, str]:
-        """The fields a job must equal, by name: those of ``status``, ``type`` and
-        ``failure_kind`` that are set (``search`` is matched its own way)."""
+        """The fields a job must equal, by name: those of ``status``, ``type``,
+        ``failure_kind`` and ``parent_id`` that are set (``search`` is matched its own way)."""
         fields = {"status": self.status, "type": self.type, "failure_kind": self.failure_kind}
+        fields["parent_id"] = self.parent_id
         return {name: value for name, value in fields.items() if value is not None}
 
 

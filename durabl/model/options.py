@@ -88,6 +88,9 @@ class NewJob:
     trace_context: dict[str, str] | None = None
     #: The job's time limit in seconds (None: its type's, if any).
     timeout: float | None = None
+    #: A child's parent orchestration and its place there (``octx.start_children``).
+    parent_id: str | None = None
+    parent_step: str | None = None
 
     def __post_init__(self) -> None:
         if self.trace_context is not None:

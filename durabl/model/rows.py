@@ -98,5 +98,7 @@ def job_from_row(
             "result": None if stored is None else decode_payload(stored),
             "trace_context": decode_trace_context(row["trace_context"]),
             "timeout": row["timeout"],
+            "parent_id": row["parent_id"],
+            "parent_step": row["parent_step"],
         }
     )

@@ -9,18 +9,32 @@ from typing import Any
 
 from durabl.model.signals import waiting_for_signal
 
+#: The journal kind of a gather's wait (:mod:`durabl.orchestrator.children`).
+GATHER_KIND = "gather"
+#: What a job waiting in a gather says it waits for (``"children:<step>"``).
+CHILDREN_PREFIX = "children:"
+
 
 def suspension_of(
-    status: str, run_at: datetime, journal: Sequence[Mapping[str, Any]]
+    status: str,
+    run_at: datetime,
+    journal: Sequence[Mapping[str, Any]],
+    updated_at: datetime | None = None,
 ) -> str | None:
     """:attr:`Job.waiting_for`: a pending job whose last journal entry is a sleep that wakes
     at the job's own due time is sleeping until then (a retry's backoff moves ``run_at``
     elsewhere, and the job then waits for no instant of its body's); one whose last entry
     is a signal wait timing out at its due time waits for that signal (a signal that woke
-    it made it due now: it then waits for nothing)."""
+    it made it due now: it then waits for nothing). One whose last entry is a gather's
+    wait waits for its children while it is due after its last write (``updated_at``):
+    the suspension's release sets a later due time, a child's wake makes it due then."""
     if status != "pending" or not journal:
         return None
     last = journal[-1]
+    if last.get("kind") == GATHER_KIND:
+        if updated_at is None or _utc_millis(run_at) <= _utc_millis(updated_at):
+            return None
+        return CHILDREN_PREFIX + str(last.get("name"))
     wake_at = last.get("wake_at")
     kind = last.get("kind")
     if kind not in ("sleep", "wait") or not isinstance(wake_at, datetime):

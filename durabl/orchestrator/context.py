@@ -25,6 +25,7 @@ from durabl.model.payload import check_payload
 from durabl.model.signals import Signal, StoredSignal, check_signal_name
 from durabl.model.subscriptions import check_event, step_event_key
 from durabl.orchestrator import journal as jr
+from durabl.orchestrator.children import ChildrenIO, ChildSteps
 from durabl.runtime.handler import RunSignal, SuspendRun
 
 R = TypeVar("R")
@@ -46,7 +47,7 @@ class StepKeys:
     seq: int
 
 
-class JournalIO(Protocol):
+class JournalIO(ChildrenIO, Protocol):
     """Where a context reads time and writes its journal."""
 
     def now(self) -> datetime:
@@ -103,13 +104,15 @@ def _check_step_fn(name: str, fn: object) -> None:
         ) from None
 
 
-class OrchestrationContext:
+class OrchestrationContext(ChildSteps):
     """``octx``: journaled steps, durable sleep, deterministic time and ids, logging.
 
     Everything the body decides must come from the job's data, from step results, or from
     ``now()`` and ``uuid()``: on resume the body runs again from the top, and completed
     steps return their journaled results instead of running.
     """
+
+    _io: JournalIO
 
     def __init__(
         self,

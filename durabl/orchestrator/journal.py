@@ -43,8 +43,18 @@ BOOTSTRAP = "bootstrap"
 DEFAULT_MAX_JOURNAL_BYTES = 4 * 1024 * 1024
 """The default cap on one job's journal (a job's data shares the same budget)."""
 
-EntryKind = Literal["step", "sleep", "wait", "signal"]
-_KINDS: tuple[EntryKind, ...] = ("step", "sleep", "wait", "signal")
+EntryKind = Literal["step", "sleep", "wait", "signal", "spawn", "children", "gather", "gathered"]
+#: The kinds of child jobs' steps are :mod:`durabl.orchestrator.children`'s.
+_KINDS: tuple[EntryKind, ...] = (
+    "step",
+    "sleep",
+    "wait",
+    "signal",
+    "spawn",
+    "children",
+    "gather",
+    "gathered",
+)
 
 
 class StepResultError(DurablError, TypeError):

@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from durabl.model.bulk import Child
 from durabl.model.clock import Seconds
-from durabl.model.exceptions import DurablError, JournalTooLarge, NondeterminismError
-from durabl.model.job import JournalAppendResult
+from durabl.model.exceptions import DurablError, JournalTooLarge, NondeterminismError, WaitTimeout
+from durabl.model.job import Job, JournalAppendResult
 from durabl.model.options import check_job_type
 from durabl.model.signals import StoredSignal
 from durabl.orchestrator.context import Body, HeartbeatStatus, OrchestrationContext
@@ -81,6 +82,17 @@ class _RunJournal:
     def wake_if_signalled(self, name: str, after_seq: int) -> bool:
         return self._run.runtime.wake_signalled(self._run.handle.id, name, after_seq)
 
+    def start_children(
+        self, step: str, children: Sequence[Child], known: Collection[str] | None
+    ) -> list[str]:
+        return self._run.runtime.start_children_once(self._run.handle.id, step, children, known)
+
+    def read_children(self, ids: Sequence[str]) -> list[Job[Any]]:
+        return read_jobs(self._backend, self._run.handle.id, ids)
+
+    def wake_if_children_done(self) -> bool:
+        return self._run.runtime.wake_parent(self._run.handle.id)
+
     def heartbeat(self) -> HeartbeatStatus:
         result = self._run.renew()
         if result == "applied":
@@ -88,6 +100,19 @@ class _RunJournal:
         if result == "lease-lost":
             return "lease-lost"
         raise DurablError("the heartbeat could not reach the store; the lease was not renewed")
+
+
+def read_jobs(backend: Backend, parent_id: str, ids: Sequence[str]) -> list[Job[Any]]:
+    """The jobs ``ids`` names, in order: the children of ``parent_id`` in one read, any
+    other one by its id; ``ValueError`` for one that does not exist (deleted or pruned)."""
+    wanted = set(ids)
+    found = {j.id: j for j in backend.list_jobs(parent_id=parent_id, limit=0) if j.id in wanted}
+    for job_id in wanted - set(found):
+        job = backend.get_job(job_id)
+        if job is None:
+            raise ValueError(f"gather: job {job_id} does not exist (deleted, or never created)")
+        found[job_id] = job
+    return [found[job_id] for job_id in ids]
 
 
 class OrchestrationHandler(ManagedHandler):
@@ -99,7 +124,13 @@ class OrchestrationHandler(ManagedHandler):
     timeout); ``max_duration`` bounds one run of the body (None: unbounded).
     """
 
-    fatal_errors = (NondeterminismError, JournalTooLarge, StepResultError, JournalUnsupportedError)
+    fatal_errors = (
+        NondeterminismError,
+        JournalTooLarge,
+        StepResultError,
+        JournalUnsupportedError,
+        WaitTimeout,  # raised again by every replay of its gather: a retry cannot help
+    )
 
     def __init__(
         self,

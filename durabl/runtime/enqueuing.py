@@ -171,16 +171,21 @@ class Enqueuing:
         A job with ``coalesce="latest"`` or ``debounce`` is written on its own, in its
         place (it may update the pending job holding its key)."""
         backend = self._ready()
+        batch = self._new_batch(backend, jobs)
+        check_batch_scopes(batch)
+        return self.enqueue_hooks.call_many(batch, lambda ready: self._store_many(backend, ready))
+
+    def _new_batch(self, backend: Backend, jobs: Iterable[tuple[Any, ...] | Child]) -> list[NewJob]:
+        """Every job of a batch checked and built (``ValueError``/``TypeError`` naming its
+        position), nothing written."""
         items = [_placed(batch_item, item, position) for position, item in enumerate(jobs)]
         # A delay or a debounce is an instant from the store's clock, read once for the batch.
         timed = any(options["delay"] or options["debounce"] for _, _, options in items)
         now = backend.now() if timed else None
-        batch = [
+        return [
             _placed(lambda i: self.types.new_job(*i, now=now), item, position)
             for position, item in enumerate(items)
         ]
-        check_batch_scopes(batch)
-        return self.enqueue_hooks.call_many(batch, lambda ready: self._store_many(backend, ready))
 
     def _store_many(self, backend: Backend, jobs: list[NewJob]) -> list[str | None]:
         """Write ``jobs``, then wake this process's processors: once per type (each

@@ -34,6 +34,7 @@ from durabl.model.options import (
 )
 from durabl.model.reports import JobEvent, QueueHealth
 from durabl.runtime.catalog import TypeCatalog
+from durabl.runtime.children import ChildJobs
 from durabl.runtime.controls import QueueControls
 from durabl.runtime.events import EventSending, RecordedSubscriptions
 from durabl.runtime.hooks import (
@@ -63,7 +64,7 @@ from durabl.stores.base import Backend
 _module_logger = logging.getLogger(__name__)
 
 
-class JobQueue(EventSending, Signalling, QueueControls, QueueOperations, QueueServices):
+class JobQueue(EventSending, ChildJobs, Signalling, QueueControls, QueueOperations, QueueServices):
     """Enqueue jobs, process them with worker threads, run them inline, and operate the
     queue (reaper, stats, retries, graceful shutdown). Thread-safe and synchronous.
 

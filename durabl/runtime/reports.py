@@ -6,8 +6,10 @@ kind; a failing sink or hook is logged and never affects a job."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
+from durabl.model.bulk import Child
 from durabl.model.declared import TypeOptions
 from durabl.model.job import DEAD_LETTER_KINDS, FailureKind, Job, JobHandle, JobResult
 from durabl.model.reports import JobEvent
@@ -19,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 #: Results of an ending write that recorded nothing: someone else owns the job now.
 NOT_RECORDED = ("lease-lost", "already-terminal", "not-found")
+#: Results of an ending write that ended the job: a child's may wake its parent.
+ENDED = ("completed", "superseded", "cancelled", "failed-terminal")
 
 
 class EventSink(Protocol):
@@ -35,6 +39,18 @@ class EventSink(Protocol):
     def type_options(self, type: str) -> TypeOptions | None:
         """The type's schema, dead-letter hook and defaults (None: none declared)."""
         ...
+
+    # -- a run's child jobs (durabl.runtime.children) --------------------------------------
+    def child_ended(self, parent_id: str) -> None:
+        """A child of ``parent_id`` ended: wake its parent if it waited for it last."""
+
+    def start_children_once(
+        self, parent_id: str, step: str, children: Sequence[Child], known: Collection[str] | None
+    ) -> list[str]:
+        """``JobQueue.start_children_once``: what ``octx.start_children`` does."""
+
+    def wake_parent(self, parent_id: str) -> bool:
+        """``JobQueue.wake_parent``: what a gather asks once its job is released."""
 
 
 def emit_claimed(queue: EventSink, handle: JobHandle[Any]) -> None:
@@ -109,6 +125,8 @@ def report_outcome(
             "no error" if error is None else f"{type(error).__name__}: {error_text(error)}",
             extra=extra,
         )
+    if handle.parent_id is not None and status in ENDED:
+        queue.child_ended(handle.parent_id)
 
 
 def report_timed_out(

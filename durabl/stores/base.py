@@ -413,6 +413,11 @@ class Backend(FencedWrites, Protocol):
     def paused_types(self) -> list[str]:
         """Every paused type, sorted; one read."""
 
+    def wake_parent(self, parent_id: str) -> Job[Any] | None:
+        """Make ``parent_id`` due now when it waits in a gather and none of its children
+        is pending or active (once a child ended, or once the parent suspended): the
+        parent it woke, else None."""
+
 
 ClaimSource = Literal["poll", "inline", "drain"]
 

@@ -39,7 +39,7 @@ from durabl.model.rules import (
     search_walk,
 )
 from durabl.stores.base import EnqueueResult, SchemaVersion
-from durabl.stores.parts import StoreParts
+from durabl.stores.family import StoreFamily
 
 #: The outcome of a job whose dedupe slot is taken (and that coalesces nothing).
 SLOT_TAKEN = EnqueueResult(None)
@@ -53,7 +53,7 @@ def cancel_reason(reason: str | None) -> str:
     return clip_reason(reason) if reason else CANCELLED
 
 
-class StoreBase(StoreParts):
+class StoreBase(StoreFamily):
     """The base of every store: each capability declared with its default, and the
     operations that are the same on every store written here once. A store overrides a
     capability by assigning it (on the class, or per instance after ``startup()``)."""
@@ -178,8 +178,16 @@ class StoreBase(StoreParts):
 
     # -- cancelling: the reason clipped once; each store moves the job atomically ---------
     def cancel(self, job_id: str, reason: str | None = None) -> CancelOutcome:
-        """See :meth:`Backend.cancel`."""
-        return self.write_cancel(job_id, cancel_reason(reason))
+        """See :meth:`Backend.cancel`. A parent's live children are cancelled with it
+        (:meth:`cancel_children`); a child cancelled while pending may be the last its
+        waiting parent waited for (:meth:`child_cancelled`)."""
+        kept = cancel_reason(reason)
+        outcome = self.write_cancel(job_id, kept)
+        if outcome != "not-cancellable":
+            self.cancel_children(job_id, kept)
+        if outcome == "cancelled":
+            self.child_cancelled(job_id)
+        return outcome
 
     def cancel_run(self, job_id: str, token: str, *, logs: Sequence[LogEntry] = ()) -> JobResult:
         """See :meth:`Backend.cancel_run`."""

@@ -38,6 +38,7 @@ from durabl_django.views.common import (
     render,
     short_id,
 )
+from durabl_django.views.family import family
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -268,6 +269,7 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "section_url": admin_url(f"{section}_changelist") if section else "",
         "job_actions": _job_actions(request, job, section),
         "signal_form": signal_form(request, job),
+        "family": family(job),
         # A job that ran again after a failure keeps that failure's reason: say so.
         "reason_heading": "Failure reason"
         if job.status in ("failed", "superseded", "cancelled")

@@ -328,7 +328,7 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         "filters": filters,
         "filter_specs": _filter_specs(filters, _types_listed(queue, status)),
         "clear_filters_url": replace(
-            filters, type=None, failure_kind=None, search=None
+            filters, type=None, failure_kind=None, search=None, parent=None
         ).querystring()
         if filters.is_filtered
         else "",

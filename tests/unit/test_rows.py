@@ -40,6 +40,8 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "result": None,
         "trace_context": None,
         "timeout": None,
+        "parent_id": None,
+        "parent_step": None,
     }
     row.update(overrides)
     return row

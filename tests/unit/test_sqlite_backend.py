@@ -94,7 +94,7 @@ def test_startup_creates_the_versioned_schema_with_its_indexes(store: SqliteJobQ
     with raw(store.path) as conn:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         version = conn.execute("SELECT value FROM durabl_meta WHERE key = 'schema_version'")
-        assert int(version.fetchone()[0]) == schema.latest_version() == 16
+        assert int(version.fetchone()[0]) == schema.latest_version() == 17
         assert {
             "durabl_schedules",
             "durabl_subscriptions",

@@ -84,6 +84,8 @@ class Record:
     concurrency_limit: int | None = None
     trace_context: dict[str, str] | None = None
     timeout: float | None = None
+    parent_id: str | None = None
+    parent_step: str | None = None
     #: The signals sent to the job, in the order stored (``seq`` is the position).
     signals: list[StoredSignal] = field(default_factory=list)
     logs: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=MAX_LOG_ENTRIES))
@@ -230,6 +232,8 @@ class MemoryStore:
             concurrency_limit=job.concurrency_limit,
             trace_context=None if job.trace_context is None else dict(job.trace_context),
             timeout=job.timeout,
+            parent_id=job.parent_id,
+            parent_step=job.parent_step,
         )
         self.jobs[rec.id] = rec
         if rec.dedupe_key is not None:

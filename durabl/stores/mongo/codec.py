@@ -94,6 +94,9 @@ def new_document(job: NewJob, now: datetime) -> dict[str, Any]:
         doc["trace_context"] = dict(job.trace_context)
     if job.timeout is not None:
         doc["timeout"] = job.timeout
+    if job.parent_id is not None:  # a child job (octx.start_children)
+        doc["parent_id"] = job.parent_id
+        doc["parent_step"] = job.parent_step
     return doc
 
 
@@ -149,6 +152,8 @@ def to_job(doc: Mapping[str, Any]) -> Job[Any]:
         result=doc.get("result"),
         trace_context=doc.get("trace_context") or None,
         timeout=doc.get("timeout"),
+        parent_id=doc.get("parent_id"),
+        parent_step=doc.get("parent_step"),
     )
 
 

@@ -75,6 +75,13 @@ INDEXES: tuple[IndexSpec, ...] = (
         [("run_at", 1), ("_id", -1)],
         {"partialFilterExpression": {"status": "pending"}},
     ),
+    # A parent's children by status (a gather, the wake of its waiting parent, a cancel's
+    # cascade), over child jobs only.
+    IndexSpec(
+        "durabl_parent",
+        [("parent_id", 1), ("status", 1), ("_id", -1)],
+        {"partialFilterExpression": {"parent_id": {"$exists": True}}},
+    ),
     # A search by the start of a dedupe key (an anchored regex is an index range).
     IndexSpec(
         "durabl_dedupe_key",

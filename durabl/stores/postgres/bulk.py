@@ -1,7 +1,7 @@
 """The statements of a bulk enqueue on PostgreSQL (rendered with the others by
 :class:`~durabl.stores.postgres.sql.Queries`): a chunk of jobs is one ``INSERT ... SELECT
 FROM unnest(...)`` over one array per column, so a chunk of a thousand jobs is one
-statement with sixteen parameters, whatever its size."""
+statement with one parameter per column, whatever its size."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ ROW_COLUMNS = (
     ("concurrency_limit", "integer"),
     ("trace_context", "text"),
     ("timeout", "double precision"),
+    ("parent_id", "text"),
+    ("parent_step", "text"),
 )
 
 _NAMES = ", ".join(name for name, _ in ROW_COLUMNS)

@@ -15,6 +15,7 @@ FILTERS = {
     "status": "j.status = %(status)s",
     "type": "j.type = %(type)s",
     "failure_kind": "j.failure_kind = %(failure_kind)s",
+    "parent_id": "j.parent_id = %(parent_id)s",
 }
 # An id or a dedupe key whose UTF-8 bytes start with the search's, or a failure reason
 # that holds them: no LIKE wildcards, no case folding, whatever the collation. Each part

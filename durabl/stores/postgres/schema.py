@@ -367,6 +367,19 @@ def _add_pauses(t: Tables) -> list[str]:
     ]
 
 
+def _add_parents(t: Tables) -> list[str]:
+    """Child jobs (``octx.start_children``): a child's parent and its place among the
+    children of the step that started it; its parent's children listed and counted by
+    status (a gather, the wake of a waiting parent, a cancel's cascade)."""
+    jobs = t.qualified()
+    return [
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS parent_id text",
+        f"ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS parent_step text",
+        f"CREATE INDEX IF NOT EXISTS {t.index('parent')} ON {jobs}(parent_id, status, seq) "
+        "WHERE parent_id IS NOT NULL",
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_schedules),
@@ -382,6 +395,7 @@ MIGRATIONS: list[Migration] = [
     (12, _add_subscriptions),
     (13, _add_signals),
     (14, _add_pauses),
+    (15, _add_parents),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

@@ -32,7 +32,7 @@ JOB_COLUMNS = (
     "j.created_at, j.updated_at, j.finished_at, "
     "j.fail_reason, j.failure_kind, j.backoff, j.backoff_delay, j.backoff_max_delay, "
     "j.journal, j.attempt_history, j.lease_owner, j.heartbeat_at, j.result, j.trace_context, "
-    "j.timeout, "
+    "j.timeout, j.parent_id, j.parent_step, "
     "(SELECT coalesce(json_agg(json_build_array("
     "(extract(epoch FROM l.at) * 1000)::bigint, l.message) ORDER BY l.seq), '[]'::json) "
     "FROM {logs} AS l WHERE l.job_id = j.id) AS logs"
@@ -190,12 +190,13 @@ STATEMENTS: dict[str, str] = {
             INSERT INTO {jobs} (id, type, data, status, priority, run_at, max_attempts,
                 dedupe_key, dedupe_scope, live_slot, pending_slot, created_at, updated_at,
                 backoff, backoff_delay, backoff_max_delay, concurrency_key, concurrency_limit,
-                trace_context, timeout)
+                trace_context, timeout, parent_id, parent_step)
             VALUES (%(id)s, %(type)s, %(data)s, 'pending', %(priority)s,
                 coalesce(%(run_at)s::timestamptz, {now}), %(max_attempts)s, %(dedupe_key)s,
                 %(dedupe_scope)s, %(live_slot)s, %(pending_slot)s, {now}, {now},
                 %(backoff)s, %(backoff_delay)s, %(backoff_max_delay)s,
-                %(concurrency_key)s, %(concurrency_limit)s, %(trace_context)s, %(timeout)s)
+                %(concurrency_key)s, %(concurrency_limit)s, %(trace_context)s, %(timeout)s,
+                %(parent_id)s, %(parent_step)s)
             ON CONFLICT DO NOTHING
             RETURNING id, type, run_at)
         SELECT ins.id, """
@@ -206,13 +207,14 @@ STATEMENTS: dict[str, str] = {
         INSERT INTO {jobs} AS j (id, type, data, status, priority, run_at, attempts,
             max_attempts, dedupe_key, dedupe_scope, live_slot, created_at, updated_at,
             backoff, backoff_delay, backoff_max_delay, claim_token, heartbeat_at,
-            claimed_at, lease_owner, trace_context, timeout)
+            claimed_at, lease_owner, trace_context, timeout, parent_id, parent_step)
         SELECT %(id)s::text, %(type)s::text, %(data)s::text, 'active', %(priority)s::integer,
             coalesce(%(run_at)s::timestamptz, {now}), 1, %(max_attempts)s::integer,
             %(dedupe_key)s::text, %(dedupe_scope)s::text, %(live_slot)s::text, {now}, {now},
             %(backoff)s::text, %(backoff_delay)s::double precision,
             %(backoff_max_delay)s::double precision, %(token)s::text, {now}, {now},
-            %(owner)s::text, %(trace_context)s::text, %(timeout)s::double precision
+            %(owner)s::text, %(trace_context)s::text, %(timeout)s::double precision,
+            %(parent_id)s::text, %(parent_step)s::text
         WHERE NOT EXISTS (SELECT 1 FROM {paused} WHERE type = %(type)s)
         ON CONFLICT DO NOTHING
         RETURNING {job_columns}

@@ -38,6 +38,8 @@ def new_job_params(job: NewJob, run_at: Any) -> dict[str, Any]:
         "concurrency_limit": job.concurrency_limit,
         "trace_context": encode_trace_context(job.trace_context),
         "timeout": job.timeout,
+        "parent_id": job.parent_id,
+        "parent_step": job.parent_step,
     }
 
 

@@ -32,7 +32,7 @@ JOB_COLUMNS = ", ".join(
         "created_at", "updated_at", "finished_at",
         "fail_reason", "failure_kind", "backoff", "backoff_delay", "backoff_max_delay",
         "journal", "attempt_history", "lease_owner", "heartbeat_at", "result", "trace_context",
-        "timeout",
+        "timeout", "parent_id", "parent_step",
     )
 )  # fmt: skip
 """What a :class:`~durabl.model.job.Job` is built from (the lease's owner and last

@@ -306,6 +306,19 @@ def _add_pauses(conn: sqlite3.Connection) -> None:
 
 Migration = tuple[int, Callable[[sqlite3.Connection], None]]
 
+
+def _add_parents(conn: sqlite3.Connection) -> None:
+    """Child jobs (``octx.start_children``): a child's parent and its place among the
+    children of the step that started it; its parent's children listed and counted by
+    status (a gather, the wake of a waiting parent, a cancel's cascade)."""
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN parent_id TEXT")
+    conn.execute(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN parent_step TEXT")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS durabl_parent ON {JOBS_TABLE}(parent_id, status, seq) "
+        "WHERE parent_id IS NOT NULL"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, _create_v1),
     (2, _add_done_token),
@@ -323,6 +336,7 @@ MIGRATIONS: list[Migration] = [
     (14, _add_subscriptions),
     (15, _add_signals),
     (16, _add_pauses),
+    (17, _add_parents),
 ]
 """Every schema change, in order. Append; never edit or reorder a released migration."""
 

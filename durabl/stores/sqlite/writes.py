@@ -114,7 +114,7 @@ _INSERT_COLUMNS = (
     "dedupe_key", "dedupe_scope", "live_slot", "pending_slot", "created_at", "updated_at",
     "backoff", "backoff_delay", "backoff_max_delay", "claim_token", "heartbeat_at",
     "claimed_at", "lease_owner", "concurrency_key", "concurrency_limit", "trace_context",
-    "timeout",
+    "timeout", "parent_id", "parent_step",
 )  # fmt: skip
 _INSERT = f"INSERT INTO {JOBS} ({', '.join(_INSERT_COLUMNS)}) VALUES "
 # The values of a job created already claimed (``claim_or_enqueue``'s inline run).
