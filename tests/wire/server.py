@@ -89,11 +89,13 @@ def txn(request: Request) -> tuple[Any, Any]:
 
 
 def _flow_control_read(request: Request) -> bool:
-    """The rate limit read or the per-key count of active jobs a claim starts with."""
+    """The rate limit read or the per-key count of active jobs a claim starts with, or
+    the read of the paused types a claim makes when its set is old
+    (:mod:`durabl.model.pauses`)."""
     name = request.command_name
     doc = request.doc
     if name == "find":
-        return doc.get("find") == f"{COLLECTION}_rate_limits"
+        return doc.get("find") in (f"{COLLECTION}_rate_limits", f"{COLLECTION}_paused_types")
     if name == "aggregate" and doc.get("aggregate") == COLLECTION:
         match = (doc.get("pipeline") or [{}])[0].get("$match", {})
         return "concurrency_key" in match
@@ -159,9 +161,10 @@ class Wire:
         if name == "endsessions":
             return bool(request.ok())
         if _flow_control_read(request) or _held_ticks_sweep(request):
-            # A claim's flow-control reads (durabl.stores.mongo.flow) and the reaper's
-            # sweep of held tick copies, answered as for a store whose jobs use no
-            # concurrency key or rate limit and that has no tick copy left held.
+            # A claim's flow-control reads (durabl.stores.mongo.flow), its read of the
+            # paused types, and the reaper's sweep of held tick copies, answered as for a
+            # store whose jobs use no concurrency key or rate limit, with no type paused
+            # and no tick copy left held.
             ns = f"durabl.{request.doc.get(request.command_name)}"
             return bool(request.ok(cursor={"id": 0, "ns": ns, "firstBatch": []}))
         if _workers_registry(request):
