@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from durabl.model.options import build_new_job
 from durabl.model.rules import INDEXED_ORDERS, JobPage, job_filter, job_order, served_by_index
 from tests.conftest import postgres_url
 from tests.contract.support import claim_one, enqueue_id
@@ -66,3 +67,28 @@ def test_a_list_in_its_own_order_is_read_from_an_index(filled: Any, status: str)
 def test_an_order_no_index_serves_sorts_the_list(filled: Any) -> None:
     assert not served_by_index("failed", "created_at")
     assert FULL_SORT.search(plan(filled, "created_at", status="failed"))
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_a_claim_is_planned_by_its_limit_however_long_the_backlog(pg: Any, paused: bool) -> None:
+    """A claim takes a few jobs off a long backlog: its plan must cost what reading that
+    many index entries costs, not what the whole backlog's scan costs. A plan costed as
+    the whole scan passes ``jit_above_cost``, and PostgreSQL then JIT-compiles every claim
+    (a second and a half each here, at 200,000 pending jobs): the paused types' check once
+    made exactly that happen, as an anti-join on each row's type."""
+    jobs = [build_new_job("plan", {"n": n}) for n in range(20_000)]
+    for start in range(0, len(jobs), 1000):
+        pg.insert_many(jobs[start : start + 1000])
+    if paused:
+        pg.pause_type("plan")
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        conn.execute(f"ANALYZE {pg.tables.qualified()}")
+        values = {"type": "plan", "now": None, "owner": "o", "limit": 8, "starting": 8}
+        row = conn.execute(
+            "EXPLAIN (FORMAT JSON) " + pg.sql.claim_due,  # type: ignore[arg-type]
+            {**values, "kept": 10},
+        ).fetchone()
+        jit_above_cost = float(conn.execute("SHOW jit_above_cost").fetchone()[0])  # type: ignore[index]
+    assert row is not None
+    cost = row[0][0]["Plan"]["Total Cost"]
+    assert cost < jit_above_cost / 10, f"a claim planned at cost {cost}"

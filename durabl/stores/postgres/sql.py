@@ -122,7 +122,10 @@ RUN_NOW = (
 # Candidates are due pending jobs in claim order, skipping a pending-scope follower whose
 # key already has an active run and the jobs of a paused type (a probe of the paused
 # types' primary key, in the same statement); SKIP LOCKED lets concurrent claimers take
-# different rows.
+# different rows. The paused check names the claimed type, not the row's: uncorrelated, it
+# is one test before the scan, and the planner keeps costing the scan by its LIMIT. (As an
+# anti-join on each row's type the estimate became the whole backlog's scan, which passed
+# jit_above_cost: every claim was JIT-compiled, 1.5 s each at 200,000 pending jobs.)
 # Rows past the first %(starting)s are claimed reserved (read ahead of a free worker).
 _CLAIM = (
     """
@@ -132,7 +135,7 @@ WITH picked AS (
     WHERE c.status = 'pending' AND {candidates}
       AND (c.pending_slot IS NULL OR NOT EXISTS (
           SELECT 1 FROM {jobs} AS a WHERE a.active_slot = c.pending_slot))
-      AND NOT EXISTS (SELECT 1 FROM {paused} AS z WHERE z.type = c.type)
+      AND NOT EXISTS (SELECT 1 FROM {paused} AS z WHERE z.type = %(type)s)
       AND """
     + KEY_HAS_ROOM
     + """

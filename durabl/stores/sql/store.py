@@ -178,7 +178,7 @@ class SqlStore(SqlReads[C], SqlSubscriptions[C], SqlSignals[C], SqlPauses[C], Sq
         now = self._now_param()
         row = self._new_row(job, now)
         if enqueues_before_inline_run(job):
-            claim = {"now": now, "owner": lease_owner, "limit": 1, "starting": 1}
+            claim = {"now": now, "owner": lease_owner, "limit": 1, "starting": 1, "type": job.type}
 
             def follow(tx: C) -> InlineClaimResult:
                 # The pending slot decides: a pending follower already covers the work.
