@@ -9,8 +9,9 @@ pending jobs that carry a journal (:attr:`JobFilter.waiting` True; the status se
 ``pending`` here) — and this module keeps those that wait. The answer is exact, but a
 count reads every candidate: a retried orchestration waiting out its backoff carries a
 journal and a later due time, yet waits for nothing of its body's, and is read to be left
-out. Candidates are read :data:`CANDIDATES_PER_READ` at a time, so a page stops reading
-once it is full.
+out. Candidates are read a chunk at a time (from :data:`CANDIDATES_PER_READ`, or a page's
+own end, doubling up to :data:`MOST_PER_READ`), so a page stops reading once it is full,
+and a long count skips the rows of earlier chunks a few times, not once per chunk.
 
 ``waiting=False`` selects every other job: a list walks the list and leaves the waiting
 ones out; a count is the list's count less the waiting ones'.
@@ -27,8 +28,10 @@ from typing import Any
 from durabl.model.job import Job, JobFilter
 from durabl.model.rules import JobOrder, JobPage
 
-#: How many candidates one read of a store returns.
+#: How many candidates the first read of a store returns (a page asks for its own end if
+#: more), and the most one read returns.
 CANDIDATES_PER_READ = 500
+MOST_PER_READ = 8_000
 
 Find = Callable[[JobFilter, JobPage], list[Job[Any]]]
 """A store's ``find_jobs``."""
@@ -60,35 +63,46 @@ def _candidates(selection: JobFilter) -> JobFilter | None:
 
 
 def _read(
-    find: Find, selection: JobFilter, order: JobOrder | None, newest: int | None
+    find: Find, selection: JobFilter, order: JobOrder | None, newest: int | None, first: int
 ) -> Iterator[Job[Any]]:
-    """Every job ``selection`` selects in ``order``, read a chunk at a time."""
-    offset = 0
+    """Every job ``selection`` selects in ``order``, read in chunks of ``first`` jobs, then
+    twice as many each time (a read at an offset passes over the rows before it)."""
+    offset, size = 0, first
     while True:
-        chunk = find(selection, JobPage(CANDIDATES_PER_READ, offset, order, newest))
+        chunk = find(selection, JobPage(size, offset, order, newest))
         yield from chunk
-        if len(chunk) < CANDIDATES_PER_READ:
+        if len(chunk) < size:
             return
-        offset += CANDIDATES_PER_READ
+        offset += size
+        size = max(size, min(size * 2, MOST_PER_READ))
 
 
 def _kept(
-    find: Find, selection: JobFilter, now: datetime, order: JobOrder | None, newest: int | None
+    find: Find,
+    selection: JobFilter,
+    now: datetime,
+    order: JobOrder | None,
+    newest: int | None,
+    wanted: int | None = None,
 ) -> Iterator[Job[Any]]:
-    """The jobs ``selection`` (``waiting`` set) selects, exactly, in ``order``."""
+    """The jobs ``selection`` (``waiting`` set) selects, exactly, in ``order``; the first
+    read asks for ``wanted`` jobs if that is more than :data:`CANDIDATES_PER_READ`."""
+    first = max(CANDIDATES_PER_READ, wanted or 0)
     if selection.waiting:
         candidates = _candidates(selection)
         if candidates is None:
             return iter(())
-        return (j for j in _read(find, candidates, order, newest) if is_waiting(j, now))
-    listed = replace(selection, waiting=None)
-    return (j for j in _read(find, listed, order, newest) if not is_waiting(j, now))
+        read = _read(find, candidates, order, newest, first)
+        return (j for j in read if is_waiting(j, now))
+    read = _read(find, replace(selection, waiting=None), order, newest, first)
+    return (j for j in read if not is_waiting(j, now))
 
 
 def find_waiting(find: Find, selection: JobFilter, page: JobPage, now: datetime) -> list[Job[Any]]:
     """``list_jobs`` with ``waiting`` set: the ``page`` of the jobs it selects."""
     stop = page.offset + page.limit if page.limit else None
-    return list(islice(_kept(find, selection, now, page.order, page.newest), page.offset, stop))
+    kept = _kept(find, selection, now, page.order, page.newest, stop)
+    return list(islice(kept, page.offset, stop))
 
 
 def count_waiting(

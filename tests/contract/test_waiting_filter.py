@@ -107,10 +107,11 @@ def test_waiting_false_lists_and_counts_every_other_job(q: JobQueue, jobs: dict[
 def test_waiting_lists_page_and_sort_across_reads(
     q: JobQueue, jobs: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two candidates per read: the backoff candidate left out falls inside a read, and
-    the pages still hold exactly the waiting jobs."""
+    """Two candidates in the first read, then four: the backoff candidate left out falls
+    inside the second read, and the pages still hold exactly the waiting jobs."""
     monkeypatch.setattr(waiting, "CANDIDATES_PER_READ", 2)
-    assert names(jobs, q.list_jobs(waiting=True)) == WAITING
+    assert names(jobs, q.list_jobs(waiting=True, limit=0)) == WAITING
+    assert names(jobs, q.list_jobs(waiting=True, limit=0, order="-created_at")) == WAITING
     assert names(jobs, q.list_jobs(waiting=True, limit=2, offset=1)) == WAITING[1:]
     assert names(jobs, q.list_jobs(waiting=True, limit=1, offset=3)) == []
     assert names(jobs, q.list_jobs(waiting=True, order="created_at")) == WAITING[::-1]
