@@ -328,11 +328,16 @@ def _act_on_matches(queue: JobQueue, action: Action, filters: JobFilters) -> Out
 
 def run(request: HttpRequest, action: Action, selection: Selection) -> Outcome:
     queue = get_job_queue()
-    if selection.across:
+    ids = selection.ids
+    if selection.across and selection.filters.waiting:
+        # No store writes "every waiting job" in one operation (the filter is exact above
+        # the store, durabl.stores.waiting): their ids first, then each job.
+        ids = tuple(JobListing(queue, selection.filters).ids())
+    if selection.across and not selection.filters.waiting:
         outcome = _act_on_matches(queue, action, selection.filters)
     else:
         outcome = Outcome()
-        for job_id in selection.ids:
+        for job_id in ids:
             reason = action.perform(queue, job_id, selection.filters.status)
             if reason is None:
                 outcome.done.append(job_id)

@@ -36,6 +36,8 @@ TYPE_VAR, KIND_VAR, SEARCH_VAR, PAGE_VAR, ORDER_VAR = "type", "kind", "q", "p", 
 STATUS_VAR = "status"
 #: The list's filter of the children of one job (its id).
 PARENT_VAR = "parent"
+#: The pending list's filter of the jobs suspended in an orchestration's wait (``1``).
+WAITING_VAR = "waiting"
 #: The ``list_jobs`` orders the lists' column headings sort by.
 SORTABLE = JOB_ORDER_FIELDS
 #: The most jobs a list sorts by a column no index serves (such a sort reads every job it
@@ -110,6 +112,8 @@ class JobFilters:
     since: str | None = None
     #: Only the children of this job (its id).
     parent: str | None = None
+    #: Only the jobs suspended in a wait (a sleep, a signal, children): pending lists only.
+    waiting: bool = False
 
     @classmethod
     def from_query(cls, status: str, query: Mapping[str, Any]) -> JobFilters:
@@ -147,6 +151,7 @@ class JobFilters:
             search=text(SEARCH_VAR),
             since=since,
             parent=text(PARENT_VAR),
+            waiting=status == "pending" and text(WAITING_VAR) == "1",
         )
 
     @property
@@ -165,6 +170,8 @@ class JobFilters:
         }
         if self.parent is not None:
             filters["parent_id"] = self.parent
+        if self.waiting:
+            filters["waiting"] = True
         if self.since is not None:
             after = datetime.now(timezone.utc) - DATE_RANGES[self.since][1]
             filters[f"{self.date_field}_after"] = after
@@ -182,6 +189,8 @@ class JobFilters:
             params[DATE_VAR] = self.since
         if self.parent:
             params[PARENT_VAR] = self.parent
+        if self.waiting:
+            params[WAITING_VAR] = "1"
         if self.order:
             params[ORDER_VAR] = self.order
         if with_page and self.page > 1:
@@ -204,12 +213,15 @@ class JobFilters:
 
     @property
     def is_filtered(self) -> bool:
-        return bool(self.type or self.failure_kind or self.search or self.since or self.parent)
+        chosen = (self.type, self.failure_kind, self.search, self.since, self.parent)
+        return any(chosen) or self.waiting
 
     def describe(self) -> str:
         """What the filters select, to follow "jobs", e.g. ``of type "email", with failure
         kind "Fatal", whose id, dedupe key or failure reason matches "bulk:"``."""
         parts = []
+        if self.waiting:
+            parts.append("waiting in an orchestration")
         if self.parent:
             parts.append(f'started by job "{self.parent}"')
         if self.type:

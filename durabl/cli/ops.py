@@ -36,6 +36,8 @@ PROGRESS_EVERY = 500
 #: ``jobs`` counts the jobs its ``--limit`` left out up to this many ("50 of 10000+").
 COUNT_AT_MOST = 10_000
 JOB_COLUMNS = ("id", "type", "status", "attempts", "failure_kind", "run_at", "updated_at")
+#: ``jobs --waiting``: what each job waits for instead of a failure kind it cannot have.
+WAITING_COLUMNS = tuple("waiting_for" if c == "failure_kind" else c for c in JOB_COLUMNS)
 JOB_FIELDS = (
     "id",
     "type",
@@ -117,12 +119,19 @@ def configure_jobs(sub: Sub) -> None:
         "durabl jobs --status failed --kind stalled --type report --limit 20 --json",
         "durabl jobs --search order:42",
         "durabl jobs --parent 6f1c0e9b2a7d4c1e8f3b5a9d0c2e4f6a",
+        "durabl jobs --waiting --type approve-order",
     )
     p.add_argument("--status", choices=STATUSES, help="only jobs in this status")
     p.add_argument("--type", metavar="T", help="only this job type")
     p.add_argument("--kind", choices=FAILURE_KINDS, help="only failed jobs of this failure kind")
     p.add_argument("--search", metavar="Q", help="a job id, or a prefix of the dedupe key")
     p.add_argument("--parent", metavar="ID", help="only the children of this job")
+    p.add_argument(
+        "--waiting",
+        action="store_true",
+        help="only jobs suspended in a sleep, a signal wait or a gather (not yet due), with "
+        "what each waits for",
+    )
     p.add_argument(
         "--limit",
         type=positive_int_arg,
@@ -140,6 +149,7 @@ def run_jobs(args: argparse.Namespace) -> int:
         "failure_kind": args.kind,
         "search": args.search,
         "parent_id": args.parent,
+        "waiting": args.waiting,
     }
     selection = {k: v for k, v in filters.items() if v}
     with opened(args, read_only=True) as queue:
@@ -148,10 +158,13 @@ def run_jobs(args: argparse.Namespace) -> int:
         if total == args.limit:  # maybe more: count them, up to a bound
             total = queue.count_jobs(at_most=at_most, **selection)
     rows = [job_summary(job) for job in jobs]
+    if args.waiting:
+        for row, job in zip(rows, jobs, strict=True):
+            row["waiting_for"] = job.waiting_for
     if args.json:
         print_json(rows)
     else:
-        print_table(rows, JOB_COLUMNS)
+        print_table(rows, WAITING_COLUMNS if args.waiting else JOB_COLUMNS)
     if total > len(jobs):  # on stderr under --json, which stays a list
         note = left_out(len(jobs), total, counted_all=total < at_most)
         print(note, file=sys.stderr if args.json else sys.stdout)

@@ -414,7 +414,8 @@ class JobFilter:
     match (``search``: a prefix of the job id or of the dedupe key, or text the failure
     reason contains; ``created_after``/``updated_after``/``finished_after``: at or after
     that instant, ``created_before``/``updated_before``/``finished_before``: before it; a
-    job that has not finished matches no ``finished_*`` bound)."""
+    job that has not finished matches no ``finished_*`` bound; ``waiting``: suspended in an
+    orchestration's wait or not, see :mod:`durabl.stores.waiting`)."""
 
     status: str | None = None
     type: str | None = None
@@ -427,6 +428,7 @@ class JobFilter:
     finished_after: datetime | None = None
     finished_before: datetime | None = None
     parent_id: str | None = None
+    waiting: bool | None = None
 
     def ranges(self) -> list[tuple[str, str, str, datetime]]:
         """The time bounds that are set: ``(filter name, job field, ">=" or "<", instant)``."""

@@ -122,6 +122,8 @@ def job_filter(filters: Mapping[str, Any]) -> JobFilter:
     check_filters(selection.status, selection.failure_kind)
     if selection.parent_id is not None and not isinstance(selection.parent_id, str):
         raise TypeError(f"parent_id must be a job id (str), got {selection.parent_id!r}")
+    if selection.waiting is not None and not isinstance(selection.waiting, bool):
+        raise TypeError(f"waiting must be True or False, got {selection.waiting!r}")
     for name, _, _, value in selection.ranges():
         if not isinstance(value, datetime):
             raise TypeError(f"{name} must be a datetime, got {value!r}")

@@ -53,7 +53,9 @@ class QueueOperations:
         )
 
     def list_jobs(self, /, **filters: Any) -> list[Job[Any]]:
-        """Jobs by ``status``, ``type``, ``failure_kind``, ``search``; ``limit``/``offset``."""
+        """Jobs by ``status``, ``type``, ``failure_kind``, ``search``, ``parent_id``,
+        ``waiting`` (suspended in a wait, see :mod:`durabl.stores.waiting`); ``limit``,
+        ``offset``."""
         jobs = self._ready().list_jobs(**filters)
         return [with_lease(job, self.visibility_timeout) for job in jobs]
 

@@ -216,7 +216,7 @@ class Backend(FencedWrites, Protocol):
         ``order`` (a field of :data:`durabl.model.rules.JOB_ORDER_FIELDS`, ``"-"`` first
         for descending; equal values newest first). ``filters``: the fields of
         :class:`durabl.model.job.JobFilter` (``status``, ``type``, ``failure_kind``,
-        ``search``, the ``created_*``, ``updated_*`` and ``finished_*`` bounds); a keyword
+        ``search``, the time bounds, ``parent_id``, ``waiting``); a keyword
         that is none of them is a ``TypeError``. ``search``: a prefix of the job id or of
         the dedupe key, or text the failure reason contains (literal, case-sensitive).
         ``among_newest``: only the first that many jobs of the list in its own order

@@ -40,6 +40,7 @@ from durabl.model.rules import (
 )
 from durabl.stores.base import EnqueueResult, SchemaVersion
 from durabl.stores.family import StoreFamily
+from durabl.stores.waiting import check_not_bulk, count_waiting, find_waiting
 
 #: The outcome of a job whose dedupe slot is taken (and that coalesces nothing).
 SLOT_TAKEN = EnqueueResult(None)
@@ -224,6 +225,9 @@ class StoreBase(StoreFamily):
         check_page(limit, offset)
         sort = job_order(order)
         check_at_most(among_newest, "among_newest")
+        if selection.waiting is not None:  # the store's candidates, kept here exactly
+            wanted = JobPage(limit, offset, sort, newest=among_newest)
+            return find_waiting(self.find_jobs, selection, wanted, self.now())
         if among_newest is not None:
             return self.find_jobs(selection, JobPage(limit, offset, sort, newest=among_newest))
         if selection.search and sort is None and limit:
@@ -243,6 +247,15 @@ class StoreBase(StoreFamily):
         check_at_most(at_most)
         check_at_most(among_newest, "among_newest")
         selection = job_filter(filters)
+        if selection.waiting is not None:  # the store's candidates, kept here exactly
+
+            def count(selected: JobFilter, most: int | None) -> int:
+                return self.count_matching(selected, at_most=most)
+
+            now = self.now()
+            return count_waiting(
+                self.find_jobs, count, selection, now, at_most=at_most, newest=among_newest
+            )
         if among_newest is not None:
             return self.count_matching(selection, at_most=at_most, newest=among_newest)
         if selection.search and at_most is not None:
@@ -272,6 +285,7 @@ class StoreBase(StoreFamily):
         checks them (a status other than ``failed`` is a ``ValueError``); the store retries
         through :meth:`retry_selected`."""
         selection = job_filter(filters)
+        check_not_bulk(selection, "retry_matching")
         if selection.status not in (None, "failed"):
             raise ValueError(f"retry_matching retries failed jobs, not {selection.status!r}")
         return self.retry_selected(replace(selection, status="failed"))
@@ -281,6 +295,7 @@ class StoreBase(StoreFamily):
         ``active`` is a ``ValueError`` (running jobs are never deleted). The store deletes
         through :meth:`delete_selected`."""
         selection = job_filter(filters)
+        check_not_bulk(selection, "delete_matching")
         if selection.status == "active":
             raise ValueError("delete_matching never deletes active jobs")
         return self.delete_selected(selection)
@@ -302,6 +317,7 @@ class StoreBase(StoreFamily):
         status is a ``ValueError``), the reason as :meth:`cancel` checks it; the store
         cancels through :meth:`cancel_selected`."""
         selection = job_filter(filters)
+        check_not_bulk(selection, "cancel_matching")
         if selection.status not in (None, "pending", "active"):
             raise ValueError(
                 f"cancel_matching cancels pending or active jobs, not {selection.status!r}"
@@ -313,6 +329,7 @@ class StoreBase(StoreFamily):
         other than ``pending`` is a ``ValueError``); the store writes through
         :meth:`run_now_selected`."""
         selection = job_filter(filters)
+        check_not_bulk(selection, "run_now_matching")
         if selection.status not in (None, "pending"):
             raise ValueError(f"run_now_matching moves pending jobs, not {selection.status!r}")
         return self.run_now_selected(replace(selection, status="pending"))

@@ -166,3 +166,13 @@ def live_workers(queue: JobQueue) -> list[Any] | None:
     without the registry."""
     lister = getattr(queue, "list_workers", None)
     return None if lister is None else list(lister())
+
+
+def waiting_since(job: Job[Any]) -> datetime | None:
+    """When a job that waits (``Job.waiting_for``) suspended: the time of its journal's
+    last entry, the wait's own (a sleep, a signal wait, a gather); None for one that
+    waits for nothing."""
+    if not job.waiting_for or not job.journal:
+        return None
+    at = job.journal[-1].get("at")
+    return at if isinstance(at, datetime) else None

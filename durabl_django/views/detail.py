@@ -37,6 +37,7 @@ from durabl_django.views.common import (
     missing_job,
     render,
     short_id,
+    waiting_since,
 )
 from durabl_django.views.family import family
 
@@ -178,6 +179,17 @@ def _run_fields(job: Job[Any]) -> list[Field]:
     return fields
 
 
+def _waiting_fields(job: Job[Any]) -> list[Field]:
+    """What a suspended job waits for, and since when (none for a job that does not)."""
+    if not job.waiting_for:
+        return []
+    since = waiting_since(job)
+    return [
+        Field("Waiting for", job.waiting_for, first=True),
+        *([Field("Waiting since", format_time(since, zone=True), first=True)] if since else []),
+    ]
+
+
 def _fields(job: Job[Any]) -> list[Field]:
     failed = job.status == "failed"
     delayed = job.status == "pending" and job.run_at > timezone.now()
@@ -192,7 +204,7 @@ def _fields(job: Job[Any]) -> list[Field]:
         Field("Dedupe scope", job.dedupe_scope or ""),
         Field("Priority", str(job.priority), first=job.status == "pending"),
         Field("Run at", format_time(job.run_at, zone=True), first=delayed),
-        *([Field("Waiting for", job.waiting_for, first=True)] if job.waiting_for else []),
+        *_waiting_fields(job),
         Field("Created at", format_time(job.created_at, zone=True)),
         Field(
             ended,

@@ -50,6 +50,7 @@ from durabl_django.views.common import (
     job_value,
     render,
     time_cell,
+    waiting_since,
     with_query,
 )
 
@@ -70,7 +71,7 @@ class Column:
     css: str = ""
 
 
-def _columns(status: str) -> list[Column]:
+def _columns(status: str, waiting: bool = False) -> list[Column]:
     key = Column("Dedupe key", css=CLIP)
     type_ = Column("Type", "type", TYPE)
     attempts = Column("Attempts", "attempts", NOWRAP)
@@ -84,6 +85,9 @@ def _columns(status: str) -> list[Column]:
             Column("Failed", "finished_at", NOWRAP),
             key,
         ]
+    if waiting:  # what each waits for instead of its due time (a signal's: never)
+        waits = [Column("Waiting for", css=CLIP), Column("Waiting since", css=NOWRAP)]
+        return [type_, *waits, attempts, created, key]
     if status == "pending":
         return [
             type_,
@@ -106,11 +110,15 @@ def _columns(status: str) -> list[Column]:
     return [type_, attempts, Column("Finished", "finished_at", NOWRAP), created, key]
 
 
-def _cells(job: Job[Any], empty: str) -> list[Cell]:
+def _cells(job: Job[Any], empty: str, waiting: bool = False) -> list[Cell]:
     key = Cell(job.dedupe_key or empty, title=job.dedupe_key or "", css=CLIP)
     type_ = Cell(job.type, title=job.type, css=TYPE)
     attempts = Cell(attempts_text(job), css=NOWRAP)
     created = time_cell(job.created_at, empty)
+    if waiting:
+        waits = job.waiting_for or empty
+        since = time_cell(waiting_since(job), empty)
+        return [type_, Cell(waits, title=waits, css=CLIP), since, attempts, created, key]
     if job.status == "failed":
         reason = job.fail_reason or ""
         return [
@@ -148,7 +156,7 @@ def _headers(filters: JobFilters, sortable: Callable[[str], bool]) -> list[dict[
     a sorted one to the other direction (none links where the list is too long to sort
     by that column)."""
     headers = []
-    for column in _columns(filters.status):
+    for column in _columns(filters.status, filters.waiting):
         header: dict[str, Any] = {
             "label": column.label,
             "url": "",
@@ -203,6 +211,21 @@ def _filter_specs(filters: JobFilters, job_types: list[str]) -> list[dict[str, A
             ],
         }
     )
+    if filters.status == "pending":
+        waits = filters.waiting
+        specs.append(
+            {
+                "title": "waiting",
+                "choices": [
+                    Choice("All", filters.querystring(waiting=False), not waits),
+                    Choice(
+                        "Waiting (sleep, signal, children)",
+                        filters.querystring(waiting=True),
+                        waits,
+                    ),
+                ],
+            }
+        )
     if filters.status == "failed":
         kind = filters.failure_kind
         specs.append(
@@ -263,7 +286,7 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     total = listing.total()
     short = total <= SORT_LIMIT
 
-    orders = {c.order: c.label for c in _columns(status) if c.order}
+    orders = {c.order: c.label for c in _columns(status, filters.waiting) if c.order}
 
     def sortable(field: str) -> bool:
         # Any column of the list, but not a capped search (it shows its newest matches).
@@ -307,7 +330,7 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
     rows = []
     for job in page.object_list:
         url = admin_url(f"{section}_detail", job.id)
-        rows.append({"id": job.id, "url": url, "cells": _cells(job, empty)})
+        rows.append({"id": job.id, "url": url, "cells": _cells(job, empty, filters.waiting)})
     actions = _list_actions(request, status)
     retry_all_url = ""
     if status == "failed" and has_perm(request, RETRY_PERMISSION) and paginator.count:
@@ -328,7 +351,7 @@ def job_list(model_admin: ModelAdmin[Any], request: HttpRequest, status: str) ->
         "filters": filters,
         "filter_specs": _filter_specs(filters, _types_listed(queue, status)),
         "clear_filters_url": replace(
-            filters, type=None, failure_kind=None, search=None, parent=None
+            filters, type=None, failure_kind=None, search=None, parent=None, waiting=False
         ).querystring()
         if filters.is_filtered
         else "",

@@ -373,6 +373,7 @@ class MemoryStore:
                 for column, at_least, value in ranges
             )
             and self.matches(r, filters.search)
+            and (not filters.waiting or bool(r.journal))  # see durabl.stores.waiting
         ]
 
     @staticmethod

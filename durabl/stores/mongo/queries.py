@@ -48,6 +48,8 @@ class MongoQueries:
         query: dict[str, Any] = dict(filters.equal_fields())
         for _, column, op, value in filters.ranges():
             query.setdefault(column, {})["$gte" if op == ">=" else "$lt"] = value
+        if filters.waiting:  # the candidates of the filter (see durabl.stores.waiting)
+            query["journal.0"] = {"$exists": True}
         search = filters.search
         if search:
             terms: list[dict[str, Any]] = [

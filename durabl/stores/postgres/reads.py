@@ -36,6 +36,7 @@ def filter_sql(q: Queries) -> FilterSql:
         row_matches=ROW_MATCHES,
         search_bytes=_search_bytes,
         search_hi=lambda bound: bound,
+        has_journal="j.journal_len > 0",
     )
 
 

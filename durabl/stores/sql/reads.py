@@ -45,7 +45,9 @@ class FilterSql:
     its order); the search's ``probes`` by (it has an upper bound, the list is of one
     status), or its ``row_matches`` test of a row walked; ``search_bytes``: the bytes it
     compares (None: no stored key holds them); ``search_hi``: the parameter of its upper
-    bound (given None when no string is above all that start with the search)."""
+    bound (given None when no string is above all that start with the search);
+    ``has_journal``: the test of a job that carries a journal (the candidates of the
+    ``waiting`` filter, see :mod:`durabl.stores.waiting`)."""
 
     equal: Callable[[str, str], str]
     bound: str
@@ -57,6 +59,7 @@ class FilterSql:
     row_matches: str
     search_bytes: Callable[[str], bytes | None]
     search_hi: Callable[[str | None], Any]
+    has_journal: str
 
 
 def default_order(selection: JobFilter, sql: FilterSql) -> str:
@@ -71,6 +74,8 @@ def listed(selection: JobFilter, sql: FilterSql) -> tuple[list[str], dict[str, A
     for name, column, op, value in selection.ranges():  # names from JobFilter, not input
         clauses.append(sql.bound.format(column=column, op=op, name=name))
         params[name] = sql.instant(value)
+    if selection.waiting:
+        clauses.append(sql.has_journal)
     return clauses, params
 
 

@@ -134,6 +134,7 @@ FILTERS = FilterSql(
     search_bytes=lambda search: search.encode("utf-8", "surrogatepass"),
     # No bound: byte 0xFF, which no UTF-8 text holds, sorts above every key.
     search_hi=lambda bound: b"\xff" if bound is None else bound.encode("utf-8", "surrogatepass"),
+    has_journal="journal IS NOT NULL AND journal <> '[]'",
 )
 """SQLite's listing filter: integer-ms instants, byte comparisons of BLOB casts."""
 
