@@ -74,8 +74,9 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
                     id_cell(last_job, admin_url("job_detail", last_job))
                     if last_job
                     else empty_cell,
-                    Cell("paused" if schedule.paused else "running"),
                 ],
+                # The state heads the last cell, above the buttons that change it.
+                "state": "paused" if schedule.paused else "running",
             }
         )
     context = {
@@ -89,8 +90,7 @@ def schedule_list(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpRes
             ("Next run", NOWRAP),
             ("Last run", NOWRAP),
             ("Last job", NOWRAP),
-            ("State", NOWRAP),
-            *([("Controls", NOWRAP)] if may_pause or may_run else []),
+            ("State", "durabl-control"),
         ],
         "table_css": "durabl-schedules",
     }
