@@ -41,7 +41,7 @@ def type_control(model_admin: ModelAdmin[Any], request: HttpRequest, action: str
         return back
     done = "Paused" if action == "pause" else "Resumed"
     messages.success(request, f"{done} job type “{job_type}”.")
-    _log(request, job_type, f"{done} job type “{job_type[:100]}” from the admin.")
+    log_admin_change(request, job_type, f"{done} job type “{job_type[:100]}” from the admin.")
     return back
 
 
@@ -73,11 +73,13 @@ def schedule_control(
         messages.error(request, f"Schedule not changed: {exc}.")
         return back
     messages.success(request, text)
-    _log(request, name, f"{text[:-1]} (from the admin).")
+    log_admin_change(request, name, f"{text[:-1]} (from the admin).")
     return back
 
 
-def _log(request: HttpRequest, subject: str, message: str) -> None:
+def log_admin_change(request: HttpRequest, subject: str, message: str) -> None:
+    """One "Recent actions" entry of the user's change to ``subject`` (a job id, a type,
+    a schedule's name), saying ``message``; nothing for an anonymous request."""
     user_id = request.user.pk
     if user_id is None:
         return

@@ -9,12 +9,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
-from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from durabl_django.admin_controls import log_admin_change
 from durabl_django.admin_support import RETRY_PERMISSION, get_job_queue, require
-from durabl_django.models import Job as JobModel
 from durabl_django.views.common import detail_url
 
 if TYPE_CHECKING:
@@ -49,19 +47,5 @@ def send_signal(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str)
         messages.warning(request, f"Signal not sent: job {job_id} is unknown or finished.")
         return HttpResponseRedirect(detail_url(job_id))
     messages.success(request, f"Signal “{name}” sent to job {job_id}.")
-    _log(request, job_id, name)
+    log_admin_change(request, job_id, f"Sent signal “{name[:100]}” from the admin.")
     return HttpResponseRedirect(detail_url(job_id))
-
-
-def _log(request: HttpRequest, job_id: str, name: str) -> None:
-    user_id = request.user.pk
-    if user_id is None:
-        return
-    LogEntry.objects.create(
-        user_id=user_id,
-        content_type=ContentType.objects.get_for_model(JobModel),
-        object_id=job_id,
-        object_repr=job_id,
-        action_flag=CHANGE,
-        change_message=f"Sent signal “{name[:100]}” from the admin.",
-    )

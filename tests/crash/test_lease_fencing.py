@@ -53,6 +53,13 @@ def test_a_paused_worker_past_its_lease_is_fenced_and_the_job_completes_once(
     paused = spawn(procs, "worker", url, tmp_path / "paused.log", *extra)
     paused_owner = owner(paused)
     paused.wait_for_line(lambda line: line == f"start {job_id}")
+    # A run's start also refreshes the workers registry (its entry turns active): stop the
+    # process only once that write is in, so the stop cannot land inside it (on SQLite a
+    # process stopped mid-write keeps the file's write lock, and nobody else could write).
+    wait_until(
+        lambda: any(w.pid == paused.popen.pid and w.active == 1 for w in queue.list_workers()),
+        30,
+    )
     paused.kill(signal.SIGSTOP)
 
     rescuer = spawn(procs, "worker", url, tmp_path / "rescuer.log", "--reaper")
