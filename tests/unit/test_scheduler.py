@@ -4,6 +4,7 @@ declarations with ``durabl.schedule`` stored by start_scheduler()."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -98,6 +99,9 @@ def test_start_scheduler_after_shutdown_is_refused() -> None:
 def test_a_schedule_that_cannot_fire_does_not_hold_up_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The "durabl" logger's own level, whatever a test before left it at (the CLI's quiet
+    # mode sets it to CRITICAL while a command runs).
+    caplog.set_level(logging.ERROR, logger="durabl")
     backend = MemoryBackend()
     queue = JobQueue(backend)
     queue.enqueue("other", {}, dedupe_key="k", dedupe_scope="pending")  # the key's live scope
