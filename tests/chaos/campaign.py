@@ -232,8 +232,11 @@ def stored(job: Any) -> StoredJob:
 
 
 def _settled(reader: JobQueue) -> bool:
+    # Ticks keep coming while the scheduler runs, so pending ticks never reach zero; but an
+    # active tick that a killed worker held is only reaped once its lease runs out: wait
+    # for that too, or the drain that follows leaves it active.
     try:
-        return all(
+        return reader.count_jobs(type=TICK, status="active") == 0 and all(
             reader.count_jobs(type=type, status=status) == 0
             for type in TYPES
             if type != TICK
