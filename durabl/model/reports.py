@@ -49,6 +49,7 @@ class StartReaperResult:
 
 EventKind = Literal[
     "claimed",
+    "started",
     "completed",
     "failed",
     "superseded",

@@ -232,6 +232,9 @@ class ManagedRun(TimeLimitedRun):
         started = self.runtime.clock.monotonic()
         if started - self.started_at >= self.heartbeat.interval and not self._renew_first():
             return self._end(None, 0.0, completer)  # lease-lost: the handler never runs
+        # Before the start is recorded: a sink sees ``started`` for every run whose
+        # attempt the reaper may count if the process dies from here on.
+        emit(self.runtime, self.handle, "started", attempt=self.handle.attempts)
         if self.reserved:
             self._mark_started(completer)
         self._start_time_limit(started, limits)

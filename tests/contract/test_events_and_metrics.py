@@ -75,7 +75,7 @@ def test_a_sink_of_some_kinds_gets_only_those_whatever_runs_the_job(q: JobQueue)
             ("completed", pooled),
         ]
     )
-    assert every.wait_for(9)  # the outcomes, their claims, the dead letter
+    assert every.wait_for(13)  # the outcomes, their claims and starts, the dead letter
     claimed = sorted(job_id or "" for kind, job_id in every.events if kind == "claimed")
     assert claimed == sorted(x or "" for x in (pending_ok, pending_bad, handle.id, pooled))
     assert ("dead-lettered", pending_bad) in every.events

@@ -2,7 +2,8 @@
 
 Every line it writes to its log is flushed at once, so the parent can read what happened
 even after a SIGKILL: ``owner <lease owner>`` first, ``claimed <job id>`` on each claim,
-``start <job id>`` when a handler begins, ``end <job id>`` when it returns, ``completed
+``began <job id>`` when its run begins (the ``started`` event, sent before the run's start is
+recorded), ``start <job id>`` when a handler begins, ``end <job id>`` when it returns, ``completed
 <job id>`` once its completion is written, ``lease-lost <job id> <op>`` when a run's
 outcome is not written because its lease is gone (``op``: ``deadline``, ``heartbeat``,
 ``complete``...), ``ready`` once it is processing, ``drained`` after a graceful shutdown.
@@ -42,6 +43,8 @@ def worker(args: argparse.Namespace) -> int:
     def on_event(event: JobEvent) -> None:
         if event.kind in ("claimed", "completed"):
             log.write(f"{event.kind} {event.job_id}")
+        elif event.kind == "started":
+            log.write(f"began {event.job_id}")
         elif event.kind == "lease-lost":
             log.write(f"lease-lost {event.job_id} {event.op}")
 

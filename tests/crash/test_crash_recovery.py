@@ -370,12 +370,14 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
     # Handlers of 20 ms keep a read-ahead claim waiting for tens of milliseconds: far longer
     # than it takes from seeing one to the kill, so the kill lands while one waits.
     def read_ahead_waiting() -> bool:
-        # Kill once the worker is well into the backlog and holds a claim it has not
-        # started (a read-ahead claim): without one there would be nothing to test.
+        # Kill once the worker is well into the backlog and holds a claim whose run has not
+        # begun (a read-ahead claim): without one there would be nothing to test. "began"
+        # (the run's ``started`` event) comes before its start is recorded, so a claim
+        # without it cannot have had its attempt charged.
         lines = doomed.lines()
         claimed = {line.split()[1] for line in lines if line.startswith("claimed ")}
-        started = {line.split()[1] for line in lines if line.startswith("start ")}
-        return len(started) >= into_backlog and bool(claimed - started)
+        began = {line.split()[1] for line in lines if line.startswith("began ")}
+        return len(began) >= into_backlog and bool(claimed - began)
 
     def frozen_with_one_waiting() -> bool:
         # The worker is stopped (SIGSTOP) and looked at again before the kill: on a busy
@@ -393,8 +395,8 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
     doomed.popen.wait(10)
     lines = doomed.lines()
     claimed = {line.split()[1] for line in lines if line.startswith("claimed ")}
-    started = Counter(line.split()[1] for line in lines if line.startswith("start "))
-    waiting = claimed - set(started)
+    began = Counter(line.split()[1] for line in lines if line.startswith("began "))
+    waiting = claimed - set(began)
     assert waiting, "no claim was waiting for a worker when the process died: nothing tested"
 
     backend = queue.backend
@@ -407,8 +409,8 @@ def test_sigkill_charges_no_attempt_to_jobs_read_ahead_that_never_started(
     jobs = {job_id: queue.get_job(job_id) for job_id in ids}
     for job_id, job in jobs.items():
         assert job is not None, f"job {job_id} is lost"
-        assert job.attempts <= started[job_id], (job_id, job.status, job.attempts)
+        assert job.attempts <= began[job_id], (job_id, job.status, job.attempts)
         if job.status == "failed":
-            assert job.failure_kind == "stalled" and started[job_id], job_id
+            assert job.failure_kind == "stalled" and began[job_id], job_id
     # Every read-ahead claim that never reached its handler is back, its attempt unused.
     assert all(jobs[job_id].status == "pending" for job_id in waiting)  # type: ignore[union-attr]

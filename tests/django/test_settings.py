@@ -141,7 +141,7 @@ def test_event_sink_receives_job_events(settings: Any) -> None:
     queue.register("evented", lambda job, ctx: None)
     queue.enqueue("evented", {})
     queue.run_pending()
-    assert [e.kind for e in EVENTS] == ["claimed", "completed"]
+    assert [e.kind for e in EVENTS] == ["claimed", "started", "completed"]
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,9 @@ def test_sinks_follow_on_job_event_in_the_order_added_and_remove_cleanly() -> No
         "main:claimed",
         "first:claimed",
         "second:claimed",
+        "main:started",
+        "first:started",
+        "second:started",
         "main:completed",
         "first:completed",
         "second:completed",
@@ -57,7 +60,7 @@ def test_a_sink_of_some_kinds_gets_only_those() -> None:
     q.enqueue("ok", {})
     q.run_pending("ok")
     assert outcomes == ["completed", "failed", "completed"]
-    assert every == ["claimed", "completed"]
+    assert every == ["claimed", "started", "completed"]
 
 
 def test_no_event_is_built_for_a_kind_no_sink_takes() -> None:
@@ -174,3 +177,21 @@ def test_job_event_is_a_frozen_dataclass_with_keyword_defaults() -> None:
     assert (changed.kind, changed.terminal, changed.job_id) == ("failed", True, "id-1")
     assert [f.name for f in dataclasses.fields(JobEvent)][:3] == ["kind", "type", "job_id"]
     assert "duration=0.5" in repr(event)
+
+
+def test_started_comes_from_the_running_thread_between_claimed_and_the_outcome() -> None:
+    seen: list[tuple[str, str]] = []
+    handler_thread: list[str] = []
+    q = JobQueue(MemoryBackend())
+    q.add_event_sink(lambda e: seen.append((e.kind, threading.current_thread().name)))
+
+    def handler(job: Any, ctx: Any) -> None:
+        handler_thread.append(threading.current_thread().name)
+
+    q.register("t", handler)
+    job_id = q.enqueue("t", {})
+    q.run_pending()
+    assert [kind for kind, _ in seen] == ["claimed", "started", "completed"]
+    assert seen[1][1] == handler_thread[0]
+    job = q.get_job(job_id or "")
+    assert job is not None and job.attempts == 1

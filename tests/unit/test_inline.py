@@ -157,5 +157,8 @@ def test_events_report_each_outcome_of_an_inline_run(clock: FakeClock) -> None:
 
     with pytest.raises(RuntimeError):
         q.run_claimed(handle, handler)
-    assert [e.kind for e in events] == ["claimed", "superseded", "claimed", "completed"]
-    assert events[1].job_id == handle.id and events[1].duration is not None
+    assert [e.kind for e in events] == [
+        *("claimed", "started", "superseded"),
+        *("claimed", "started", "completed"),
+    ]
+    assert events[2].job_id == handle.id and events[2].duration is not None

@@ -40,7 +40,7 @@ def test_handler_return_completes_the_job(q: JobQueue, events: list[JobEvent]) -
     assert seen == [{"n": 1}]
     job = q.get_job(job_id or "")
     assert job is not None and job.status == "completed" and job.attempts == 1
-    assert kinds(events) == ["claimed", "completed"]
+    assert kinds(events) == ["claimed", "started", "completed"]
     assert events[-1].duration is not None
 
 
