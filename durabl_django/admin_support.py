@@ -369,16 +369,16 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-def format_payload(data: object) -> str:
+def format_payload(data: object, max_chars: int = _MAX_PAYLOAD_CHARS) -> str:
     """Pretty-printed JSON; values JSON cannot hold (bytes, datetimes, ObjectIds...) are
-    shown as text. Very large payloads are cut with a note."""
+    shown as text. Past ``max_chars`` it is cut with a note."""
     try:
         text = json.dumps(data, indent=2, ensure_ascii=False, default=_json_default)
     except (TypeError, ValueError, RecursionError):
         text = repr(data)
-    if len(text) > _MAX_PAYLOAD_CHARS:
-        cut = len(text) - _MAX_PAYLOAD_CHARS
-        text = f"{text[:_MAX_PAYLOAD_CHARS]}\n\u2026 ({cut} more characters not shown)"
+    if len(text) > max_chars:
+        cut = len(text) - max_chars
+        text = f"{text[:max_chars]}\n\u2026 ({cut} more characters not shown)"
     return text
 
 

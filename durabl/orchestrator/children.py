@@ -20,9 +20,9 @@ Journal entries (see :mod:`durabl.orchestrator.journal` for the others):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol
 
 from durabl.model.bulk import Child
 from durabl.model.children import (
@@ -38,9 +38,8 @@ from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import WaitTimeout
 from durabl.model.job import Job
 from durabl.orchestrator import journal as jr
+from durabl.orchestrator.machine import StepMachine
 from durabl.runtime.handler import SuspendRun
-
-R = TypeVar("R")
 
 SPAWN = "spawn"
 CHILDREN = "children"
@@ -68,43 +67,10 @@ class ChildrenIO(Protocol):
         is pending or active (one ended while the job still ran toward its wait)."""
 
 
-class StepHooksLike(Protocol):
-    def step_ran(self, name: str) -> None: ...
-
-    def step_journaled(self, name: str) -> None: ...
-
-
-class ChildSteps:
+class ChildSteps(StepMachine):
     """``octx.start_children`` and ``octx.gather``, over the context's step machine."""
 
-    job: Job[Any]
     _io: ChildrenIO
-    _hooks: StepHooksLike
-    _cursor: int
-    _entries: list[jr.StepRecord]
-
-    # -- the step machine's parts (OrchestrationContext's own) ------------------------------
-    @property
-    def replaying(self) -> bool:
-        raise NotImplementedError
-
-    def _check_halt(self) -> None:
-        raise NotImplementedError
-
-    def _halt_if_aborted(self) -> None:
-        raise NotImplementedError
-
-    def _stop(self, exc: BaseException) -> NoReturn:
-        raise NotImplementedError
-
-    def _guard(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        raise NotImplementedError
-
-    def _replay(self, kind: str, name: str) -> jr.StepRecord | None:
-        raise NotImplementedError
-
-    def _append(self, entries: list[dict[str, Any]], step: str) -> None:
-        raise NotImplementedError
 
     # -- public ----------------------------------------------------------------------------
     def start_children(self, name: str, children: Sequence[Child]) -> list[str]:

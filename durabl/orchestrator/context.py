@@ -3,13 +3,14 @@
 One :class:`OrchestrationContext` drives one attempt of a body over the journal the job
 carried when it was claimed. The same machine runs under a worker (the journal is written to
 the store, fenced on the claim token) and in :class:`durabl.testing.OrchestrationHarness`
-(an in-memory journal), so a body behaves the same in both.
+(an in-memory journal), so a body behaves the same in both. Child jobs and signal waits
+are its base classes, in :mod:`durabl.orchestrator.children` and
+:mod:`durabl.orchestrator.signal_waits`.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import math
 from collections.abc import Callable
@@ -22,10 +23,10 @@ from durabl.model.clock import Seconds, to_seconds
 from durabl.model.exceptions import JournalTooLarge, NondeterminismError
 from durabl.model.job import Job, JournalAppendResult
 from durabl.model.payload import check_payload
-from durabl.model.signals import Signal, StoredSignal, check_signal_name
 from durabl.model.subscriptions import check_event, step_event_key
 from durabl.orchestrator import journal as jr
 from durabl.orchestrator.children import ChildrenIO, ChildSteps
+from durabl.orchestrator.signal_waits import SignalsIO, SignalWaits
 from durabl.runtime.handler import RunSignal, SuspendRun
 
 R = TypeVar("R")
@@ -47,7 +48,7 @@ class StepKeys:
     seq: int
 
 
-class JournalIO(ChildrenIO, Protocol):
+class JournalIO(ChildrenIO, SignalsIO, Protocol):
     """Where a context reads time and writes its journal."""
 
     def now(self) -> datetime:
@@ -61,13 +62,6 @@ class JournalIO(ChildrenIO, Protocol):
     def send_event(self, event: str, data: Any, dedupe_key: str) -> list[str]:
         """Send ``event`` with ``data``, or return the jobs an earlier send with
         ``dedupe_key`` started (``JobQueue.send_event_once``)."""
-
-    def next_signal(self, name: str, after_seq: int) -> StoredSignal | None:
-        """The job's first stored signal ``name`` numbered after ``after_seq``."""
-
-    def wake_if_signalled(self, name: str, after_seq: int) -> object:
-        """Once the job is suspended waiting for ``name``: make it due now if such a
-        signal was stored meanwhile (its sender saw the job running, not waiting)."""
 
 
 class StepHooks(Protocol):
@@ -104,7 +98,7 @@ def _check_step_fn(name: str, fn: object) -> None:
         ) from None
 
 
-class OrchestrationContext(ChildSteps):
+class OrchestrationContext(ChildSteps, SignalWaits):
     """``octx``: journaled steps, durable sleep, deterministic time and ids, logging.
 
     Everything the body decides must come from the job's data, from step results, or from
@@ -180,6 +174,18 @@ class OrchestrationContext(ChildSteps):
         itself the queue's visibility timeout by default) bounds how long the run keeps its
         lease while ``fn`` runs; past it the run aborts and the job is retried.
         """
+        return self._journaled_step(name, fn, idempotency_key=idempotency_key, timeout=timeout)
+
+    def _journaled_step(
+        self,
+        name: str,
+        fn: Callable[[StepKeys, AbortSignal], R],
+        *,
+        idempotency_key: str | None = None,
+        timeout: Seconds | None = None,
+        event: str | None = None,
+    ) -> R:
+        """:meth:`step`, whose journal entry also names the ``event`` a send step sent."""
         self._check_halt()
         if not isinstance(name, str) or not name:
             raise ValueError(f"step name must be a non-empty string, got {name!r}")
@@ -211,6 +217,7 @@ class OrchestrationContext(ChildSteps):
             key=key,
             at=self._io.now(),
             attempt=self.job.attempts,
+            event=event,
         )
         self._append([entry], name)
         self._cursor += 1
@@ -270,89 +277,13 @@ class OrchestrationContext(ChildSteps):
         check_event(event)
         data = {} if data is None else data
         check_payload(data, what=f"data of event {event!r}")
-        return self.step(
+        return self._journaled_step(
             name,
             lambda keys, signal: self._io.send_event(
                 event, data, step_event_key(keys.idempotency_key)
             ),
+            event=event,
         )
-
-    def wait_for_signal(
-        self, name: str, signal: str, timeout: Seconds | None = None
-    ) -> Signal | None:
-        """Wait, as the journaled step ``name``, for the next signal ``signal`` sent to this
-        job (``queue.signal``) and return it; None once ``timeout`` seconds (None: no
-        limit) passed without one. A signal sent before the body got here was kept and is
-        returned at once; several of one name come one per wait, in the order sent.
-
-        While it waits the job holds no worker: it is pending, due at the timeout, and the
-        signal's send makes it due at once. The signal received is journaled: on resume
-        the same wait returns the same signal (and a signal read but not journaled before
-        a crash is read again: none is lost or received twice)."""
-        self._check_halt()
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"wait name must be a non-empty string, got {name!r}")
-        check_signal_name(signal)
-        seconds = None if timeout is None else to_seconds(timeout, "timeout")
-        if seconds is not None and seconds < 0:
-            raise ValueError(f"wait {name!r}: timeout must not be negative, got {timeout!r}")
-        wait: jr.StepRecord | None = None
-        if self.replaying and self._entries[self._cursor].kind != jr.SIGNAL:
-            wait = self._replay_wait(jr.WAIT, name, signal)
-        if self.replaying:
-            return jr.received_signal(self._replay_wait(jr.SIGNAL, name, signal))
-        self._halt_if_aborted()
-        after = jr.last_signal_seq(jr.decode(self._journal)[0], signal)
-        found = self._guard(self._io.next_signal, signal, after)
-        now = self._io.now()
-        if found is None:
-            deadline = self._wait_deadline(name, signal, seconds, now, wait)
-            if now < deadline:
-                recheck = functools.partial(self._io.wake_if_signalled, signal, after)
-                reason = f"waiting in {name!r} for signal {signal!r}"
-                self._stop(SuspendRun(deadline, reason, after_release=recheck))
-        self._guard(self._hooks.step_ran, name)
-        entry = jr.signal_entry(
-            self._cursor, name, signal, found, at=now, attempt=self.job.attempts
-        )
-        self._append([entry], name)
-        self._cursor += 1
-        self._guard(self._hooks.step_journaled, name)
-        return jr.received_signal(jr.decode_entry(entry))
-
-    def _replay_wait(self, kind: str, name: str, signal: str) -> jr.StepRecord:
-        recorded = self._replay(kind, name)
-        assert recorded is not None  # replaying: the journal holds an entry here
-        if recorded.signal != signal:
-            self._stop(
-                NondeterminismError(
-                    f"the journal's wait {name!r} is for signal {recorded.signal!r}, but "
-                    f"the body now waits for {signal!r}"
-                )
-            )
-        return recorded
-
-    def _wait_deadline(
-        self,
-        name: str,
-        signal: str,
-        seconds: float | None,
-        now: datetime,
-        wait: jr.StepRecord | None,
-    ) -> datetime:
-        """The journaled timeout of this wait; the first time, the timeout from now,
-        journaled unless it is already past (a zero timeout only looks)."""
-        if wait is not None:
-            return wait.wake_at or now
-        deadline = jr.wait_deadline(now, seconds)
-        if now < deadline:
-            seq = self._cursor
-            self._append(
-                [jr.wait_entry(seq, name, signal, deadline, at=now, attempt=self.job.attempts)],
-                name,
-            )
-            self._cursor += 1
-        return deadline
 
     def now(self) -> datetime:
         """The instant this orchestration started (its first journaled attempt), the same

@@ -1,8 +1,12 @@
 """The journal format: what each entry holds, how entries decode, and what they weigh.
 
-A journal is a list of portable dicts stored on the job, in append order. Three kinds:
+A journal is a list of portable dicts stored on the job, in append order. Its kinds:
 
 - ``{"kind": "step", "seq", "name", "result", "key", "at", "attempt"}``: a completed step;
+  an ``octx.send_event`` step also holds ``"event"``, the event's name (``result``: the
+  ids of the jobs it started; its dedupe key derives from ``key``,
+  :func:`~durabl.model.subscriptions.step_event_key`). Journals written before that
+  field was added have none: they replay the same, the send is only not named;
 - ``{"kind": "sleep", "seq", "name", "wake_at", "at", "attempt"}``: a durable sleep;
 - ``{"kind": "wait", "seq", "name", "signal", "wake_at", "at", "attempt"}``: a wait for
   the signal ``signal`` suspended the job until ``wake_at`` (its timeout, or
@@ -80,6 +84,9 @@ class StepRecord:
     #: A signal wait's signal name, and the stored ``seq`` of the signal it received.
     signal: str | None = None
     signal_seq: int | None = None
+    #: The event an ``octx.send_event`` step sent (None for other steps, and for a send
+    #: journaled before sends were named).
+    event: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,17 @@ def portable(value: Any) -> Any:
 
 
 def step_entry(
-    seq: int, name: str, result: Any, *, key: str, at: datetime, attempt: int
+    seq: int,
+    name: str,
+    result: Any,
+    *,
+    key: str,
+    at: datetime,
+    attempt: int,
+    event: str | None = None,
 ) -> dict[str, Any]:
-    """A step's journal entry; :class:`StepResultError` if ``result`` is not storable."""
+    """A step's journal entry (``event``: the event a send step sent);
+    :class:`StepResultError` if ``result`` is not storable."""
     try:
         check_payload(result, what=f"result of step {name!r}")
     except TypeError as exc:
@@ -108,7 +123,7 @@ def step_entry(
             f"{exc}. A step's result is journaled on the job: return ids and plain data "
             "(None, bool, int, float, str, bytes, datetime, list, dict with str keys)"
         ) from None
-    return {
+    entry: dict[str, Any] = {
         "kind": STEP,
         "seq": seq,
         "name": name,
@@ -117,6 +132,9 @@ def step_entry(
         "at": at,
         "attempt": attempt,
     }
+    if event is not None:
+        entry["event"] = event
+    return entry
 
 
 def sleep_entry(
@@ -231,6 +249,7 @@ def decode_entry(entry: JournalRecord) -> StepRecord:
         raise DurablError(f"journal entry of unknown kind {kind!r}")
     signal_seq = entry.get("signal_seq")
     signal = entry.get("signal")
+    event = entry.get("event")
     return StepRecord(
         name=str(entry.get("name")),
         result=entry.get("result"),
@@ -242,6 +261,7 @@ def decode_entry(entry: JournalRecord) -> StepRecord:
         attempt=entry.get("attempt"),
         idempotency_key=entry.get("key"),
         wake_at=_opt_time(entry.get("wake_at")),
+        event=event if isinstance(event, str) else None,
     )
 
 

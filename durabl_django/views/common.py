@@ -31,11 +31,15 @@ if TYPE_CHECKING:
 #: two jobs a page lists.
 SHORT_ID = 8
 NOWRAP, WIDE, CLIP = "durabl-nowrap", "durabl-wide", "durabl-clip"
+# The cells of a job page's tables: a time, and text that wraps and keeps its line breaks.
+LOG_AT, LOG_TEXT = "durabl-log-at", "durabl-log-message"
 TITLES = {status: f"{status.capitalize()} jobs" for status in LISTED_STATUSES}
 # The ModelAdmin (model name) whose entry lists jobs of each status.
 SECTION_MODELS = {
     status: "job" if status == "failed" else f"{status}job" for status in LISTED_STATUSES
 }
+#: ``Job.waiting_for`` of a job that waits for a signal starts with it (the name follows).
+SIGNAL_PREFIX = "signal:"
 _JOB_FIELDS = frozenset(f.name for f in fields(Job))
 
 
@@ -46,7 +50,8 @@ class Cell:
     copies it whole);
     ``when``: the UTC time the text describes (a ``<time>``, exact on hover); ``sub``: a
     second line under the text, cut to the cell's width (whole in its tooltip);
-    ``items``: instead of ``text``, a list whose items never break inside."""
+    ``items``: instead of ``text``, a list whose items never break inside; ``jobs``:
+    instead of ``text``, job ids shown as ``copy`` shows one, each ``(id, url)``."""
 
     text: str
     url: str = ""
@@ -57,6 +62,12 @@ class Cell:
     sub: str = ""
     sub_title: str = ""
     items: tuple[str, ...] = ()
+    jobs: tuple[tuple[str, str], ...] = ()
+
+
+def detail_table(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table of a job's page (``_detail_table.html``): rows of ``css`` and ``cells``."""
+    return {"columns": columns, "rows": rows}
 
 
 @dataclass(frozen=True)

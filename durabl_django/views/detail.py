@@ -24,12 +24,16 @@ from durabl_django.admin_support import (
     require,
 )
 from durabl_django.views.common import (
+    LOG_AT,
+    LOG_TEXT,
     NOWRAP,
     SECTION_MODELS,
+    SIGNAL_PREFIX,
     TITLES,
     Cell,
     admin_url,
     base_context,
+    detail_table,
     finished_at,
     format_time,
     has_job_field,
@@ -40,11 +44,11 @@ from durabl_django.views.common import (
     waiting_since,
 )
 from durabl_django.views.family import family
+from durabl_django.views.messages import events_sent, signals_empty, signals_received
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-LOG_AT, LOG_TEXT = "durabl-log-at", "durabl-log-message"
 FINISHED = ("completed", "failed", "superseded", "cancelled")
 
 
@@ -73,11 +77,6 @@ def _attempt_of(history: tuple[Any, ...], at: datetime) -> int | None:
     return None
 
 
-def _table(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A table of a job's page (``_detail_table.html``): rows of ``css`` and ``cells``."""
-    return {"columns": columns, "rows": rows}
-
-
 def _timeline(job: Job[Any], empty: str) -> dict[str, Any]:
     """The attempt history, oldest first: number, worker, start, duration, outcome, error."""
     rows = [
@@ -99,7 +98,7 @@ def _timeline(job: Job[Any], empty: str) -> dict[str, Any]:
         for a in job_value(job, "attempt_history") or ()
     ]
     columns = ["Attempt", "Worker", "Started (UTC)", "Took", "Outcome", "Error"]
-    return _table(columns, rows)
+    return detail_table(columns, rows)
 
 
 def _steps(job: Job[Any], empty: str) -> dict[str, Any]:
@@ -107,7 +106,7 @@ def _steps(job: Job[Any], empty: str) -> dict[str, Any]:
     long it took (from the previous entry of that attempt, or the attempt's start), and
     whether a later attempt was served it from the journal ("replayed")."""
     if not job.journal:
-        return _table([], [])
+        return detail_table([], [])
     from durabl.orchestrator.journal import decode
 
     records, _ = decode(job.journal)
@@ -134,7 +133,7 @@ def _steps(job: Job[Any], empty: str) -> dict[str, Any]:
             Cell(f"replayed in attempt {last_attempt}" if replayed else "", css=NOWRAP),
         ]
         steps.append({"css": "durabl-step", "cells": cells})
-    return _table(["#", "Step", "Attempt", "Journaled (UTC)", "Took", "Replayed"], steps)
+    return detail_table(["#", "Step", "Attempt", "Journaled (UTC)", "Took", "Replayed"], steps)
 
 
 def _logs(job: Job[Any], empty: str) -> dict[str, Any]:
@@ -149,7 +148,7 @@ def _logs(job: Job[Any], empty: str) -> dict[str, Any]:
         }
         for entry in job.logs
     ]
-    return _table(["At (UTC)", "Attempt", "Message"], rows)
+    return detail_table(["At (UTC)", "Attempt", "Message"], rows)
 
 
 def _run_fields(job: Job[Any]) -> list[Field]:
@@ -237,9 +236,6 @@ def _job_actions(request: HttpRequest, job: Job[Any], section: str | None) -> li
     ]
 
 
-SIGNAL_PREFIX = "signal:"
-
-
 def signal_form(request: HttpRequest, job: Job[Any]) -> dict[str, str] | None:
     """The "Send signal" form's context on ``job``'s page (``durabl_django.admin_signal``
     answers it): the URL it posts to and the signal the job waits for; None when the job
@@ -275,6 +271,9 @@ def job_detail(model_admin: ModelAdmin[Any], request: HttpRequest, job_id: str) 
         "logs": _logs(job, empty),
         "timeline": _timeline(job, empty),
         "steps": _steps(job, empty),
+        "signals": signals_received(job, empty),
+        "signals_empty": signals_empty(job),
+        "events": events_sent(job, empty),
         "has_result": has_result,
         "result": format_payload(job_value(job, "result")) if has_result else "",
         "section_title": TITLES[job.status] if section else "",

@@ -1,5 +1,6 @@
 """A queue with one of everything the admin shows, for the browser tests: long hyphenated
-type names, a failure with a traceback, an orchestration with replayed steps, a running
+type names, a failure with a traceback, an orchestration with replayed steps (and an
+event sent, a signal received and a wait timed out), a running
 job under a live worker, delayed, superseded and cancelled jobs, and two schedules."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from durabl import FatalJobError, JobQueue, Orchestrator
 WAIT = 15.0  # seconds any one thing the seed waits for may take
 FAST: dict[str, Any] = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
 REPORT = "generate-monthly-invoice-report"
+SHIPPED = "warehouse/order.shipped"
 
 
 @dataclass
@@ -22,7 +24,9 @@ class Seeded:
 
     failed: str  # a traceback, two attempts
     fatal: str  # one long line of reason
-    orchestration: str  # completed in its second attempt, its first step replayed
+    # Completed in its second attempt, its first step replayed; it sent an event, received
+    # a signal, and a wait of it timed out.
+    orchestration: str
     failed_orchestration: str  # steps and a failure
     active: str  # running under a live worker until the queue shuts down
     pending: str  # delayed
@@ -54,6 +58,9 @@ def ship(job: Any, octx: Any) -> None:
         raise RuntimeError("courier API offline (503)")
     if job.data.get("fail"):
         raise RuntimeError("no courier serves postcode 9999-ZZ")
+    octx.send_event("announce the shipment", SHIPPED, {"order": job.data["order"]})
+    octx.wait_for_signal("wait for the warehouse's confirmation", "warehouse.confirmed")
+    octx.wait_for_signal("wait for a customs hold", "customs.hold", timeout=0)
     octx.step("book courier", lambda keys, signal: "TRK-1")
 
 
@@ -75,6 +82,7 @@ def seed(store: JobQueue) -> Seeded:
     store.register("charge-card", charge)
     store.register(REPORT, report)
     store.register("send-welcome-email", lambda job, ctx: None)
+    store.register("notify-customer", lambda job, ctx: None, on_event=SHIPPED)
     store.register("sync-inventory", syncer(store))
     orchestrator = Orchestrator(store)
     orchestrator.define("ship-order", ship, **FAST)
@@ -94,6 +102,13 @@ def seed(store: JobQueue) -> Seeded:
     for n in range(4):
         store.enqueue("send-welcome-email", {"to": f"user{n}@example.com"})
     orchestration = store.enqueue("ship-order", {"order": "B-2"}, max_attempts=2, **fixed)
+    # For the second attempt's wait (the first fails before it): kept until the wait takes
+    # it, or waking the wait if that came first.
+    assert orchestration is not None and store.signal(
+        orchestration,
+        "warehouse.confirmed",
+        {"dock": 4, "pallets": 12, "note": "two pallets re-wrapped after a forklift scrape"},
+    )
     failed_orchestration = store.enqueue(
         "ship-order", {"order": "B-3", "fail": True}, max_attempts=2, **fixed
     )
@@ -113,6 +128,7 @@ def seed(store: JobQueue) -> Seeded:
     for job_id in (orchestration, failed_orchestration):
         assert job_id is not None
         store.wait(job_id, timeout=WAIT)
+    store.run_pending("notify-customer")  # the job the orchestration's event started
 
     pending = store.enqueue(REPORT, {"month": "2024-06"}, delay=3600, priority=5)
     store.enqueue("send-welcome-email", {"to": "late@example.com"}, delay=600)
