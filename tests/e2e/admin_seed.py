@@ -1,7 +1,8 @@
 """A queue with one of everything the admin shows, for the browser tests: long hyphenated
-type names, a failure with a traceback, an orchestration with replayed steps (and an
-event sent, a signal received and a wait timed out), a running
-job under a live worker, delayed, superseded and cancelled jobs, and two schedules."""
+type names, a long type name and long dedupe keys with no space or hyphen to break at
+(pending, failed and completed), a failure with a traceback, an orchestration with
+replayed steps (and events sent, a signal received and a wait timed out), a running job
+under a live worker, delayed, superseded and cancelled jobs, and two schedules."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ WAIT = 15.0  # seconds any one thing the seed waits for may take
 FAST: dict[str, Any] = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
 REPORT = "generate-monthly-invoice-report"
 SHIPPED = "warehouse/order.shipped"
+# A type name and dedupe keys with nowhere a browser may break a line (no space or
+# hyphen): as an event-made key looks, "event:<event>:<key>:<type>".
+LEDGER = "ledger.reconcile_outstanding_entries_for_every_subsidiary_v2"
+PERIOD_CLOSED = "accounting/ledger.period_closed_for_every_subsidiary_and_currency"
+DIGEST = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 
 @dataclass
@@ -32,6 +38,8 @@ class Seeded:
     pending: str  # delayed
     cancelled: str
     superseded: str
+    long_key: str  # pending: a long type name and a long dedupe key an event made
+    long_key_failed: str  # the same type, failed, with a long dedupe key of its own
 
 
 def _authorize(order: str) -> None:
@@ -59,9 +67,15 @@ def ship(job: Any, octx: Any) -> None:
     if job.data.get("fail"):
         raise RuntimeError("no courier serves postcode 9999-ZZ")
     octx.send_event("announce the shipment", SHIPPED, {"order": job.data["order"]})
+    octx.send_event("close the period", PERIOD_CLOSED, {"period": "2024-05"})
     octx.wait_for_signal("wait for the warehouse's confirmation", "warehouse.confirmed")
     octx.wait_for_signal("wait for a customs hold", "customs.hold", timeout=0)
     octx.step("book courier", lambda keys, signal: "TRK-1")
+
+
+def reconcile(job: Any, ctx: Any) -> None:
+    if job.data.get("fail"):
+        raise FatalJobError(f"subsidiary {job.data['subsidiary']} has no ledger for {DIGEST}")
 
 
 def syncer(store: JobQueue) -> Any:
@@ -84,6 +98,7 @@ def seed(store: JobQueue) -> Seeded:
     store.register("send-welcome-email", lambda job, ctx: None)
     store.register("notify-customer", lambda job, ctx: None, on_event=SHIPPED)
     store.register("sync-inventory", syncer(store))
+    store.register(LEDGER, reconcile, on_event=PERIOD_CLOSED)
     orchestrator = Orchestrator(store)
     orchestrator.define("ship-order", ship, **FAST)
     fixed: dict[str, Any] = {"backoff": "fixed", "backoff_delay": 0}
@@ -120,6 +135,12 @@ def seed(store: JobQueue) -> Seeded:
         dedupe_scope="pending",
         **fixed,
     )
+    long_key_failed = ""
+    for subsidiary, fail in (("0042", True), ("0043", False)):  # failed, completed
+        key = f"reconcile:subsidiary_{subsidiary}:period_2024_05:{DIGEST}"
+        job_id = store.enqueue(LEDGER, {"subsidiary": subsidiary, "fail": fail}, dedupe_key=key)
+        long_key_failed = long_key_failed or str(job_id)
+    store.run_pending(LEDGER)
     for _ in range(4):
         store.run_pending("charge-card")
         store.run_pending(REPORT)
@@ -132,6 +153,8 @@ def seed(store: JobQueue) -> Seeded:
 
     pending = store.enqueue(REPORT, {"month": "2024-06"}, delay=3600, priority=5)
     store.enqueue("send-welcome-email", {"to": "late@example.com"}, delay=600)
+    # Stays pending (no worker runs its type), as does the one the orchestration's event made.
+    (long_key,) = store.send_event(PERIOD_CLOSED, {"period": "2024-06"}, dedupe_key=DIGEST[:32])
     cancelled = store.enqueue("send-welcome-email", {"to": "gone@example.com"}, delay=600)
     assert cancelled is not None and store.cancel(cancelled, "the customer closed the account")
 
@@ -156,6 +179,7 @@ def seed(store: JobQueue) -> Seeded:
     store.scheduler.run_once(datetime.now(timezone.utc) + timedelta(seconds=301))
 
     ids = (failed, fatal, orchestration, failed_orchestration, active, pending, cancelled)
+    ids += (long_key, long_key_failed)
     assert all(ids), ids
     return Seeded(
         failed=failed,
@@ -166,4 +190,6 @@ def seed(store: JobQueue) -> Seeded:
         pending=str(pending),
         cancelled=str(cancelled),
         superseded=str(superseded),
+        long_key=long_key,
+        long_key_failed=long_key_failed,
     )

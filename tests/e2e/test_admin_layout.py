@@ -127,6 +127,8 @@ def pages(seeded: Seeded) -> list[tuple[str, str]]:
         ("pending-job", f"{ADMIN}/pendingjob/{seeded.pending}/"),
         ("cancelled-job", f"{ADMIN}/cancelledjob/{seeded.cancelled}/"),
         ("superseded-job", f"{ADMIN}/supersededjob/{seeded.superseded}/"),
+        ("long-key-job", f"{ADMIN}/pendingjob/{seeded.long_key}/"),
+        ("long-key-failed-job", f"{ADMIN}/job/{seeded.long_key_failed}/"),
         ("workers", f"{ADMIN}/workerprocess/"),
         ("schedules", f"{ADMIN}/jobschedule/"),
         ("retry-confirmation", f"{ADMIN}/job/{seeded.failed}/retry/"),
