@@ -51,7 +51,9 @@ class Cell:
     ``when``: the UTC time the text describes (a ``<time>``, exact on hover); ``sub``: a
     second line under the text, cut to the cell's width (whole in its tooltip);
     ``items``: instead of ``text``, a list whose items never break inside; ``jobs``:
-    instead of ``text``, job ids shown as ``copy`` shows one, each ``(id, url)``."""
+    instead of ``text``, job ids shown as ``copy`` shows one, each ``(id, url)``; ``cut``:
+    the text on one line, as wide as the cell's class lets it or narrower when the row
+    needs the room, cut with "…" (a ``title`` shows it whole)."""
 
     text: str
     url: str = ""
@@ -63,6 +65,7 @@ class Cell:
     sub_title: str = ""
     items: tuple[str, ...] = ()
     jobs: tuple[tuple[str, str], ...] = ()
+    cut: bool = False
 
 
 def detail_table(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -111,14 +111,20 @@ def _columns(status: str, waiting: bool = False) -> list[Column]:
 
 
 def _cells(job: Job[Any], empty: str, waiting: bool = False) -> list[Cell]:
-    key = Cell(job.dedupe_key or empty, title=job.dedupe_key or "", css=CLIP)
-    type_ = Cell(job.type, title=job.type, css=TYPE)
+    # The columns of long values (type, dedupe key, what a job waits for, its worker) give
+    # way to each other when a row holds more than the page has room for, so a long key
+    # never widens the page; the failed list's reason takes that room instead, its key
+    # keeps its width.
+    cut = job.status != "failed"
+    key = Cell(job.dedupe_key or empty, title=job.dedupe_key or "", css=CLIP, cut=cut)
+    type_ = Cell(job.type, title=job.type, css=TYPE, cut=True)
     attempts = Cell(attempts_text(job), css=NOWRAP)
     created = time_cell(job.created_at, empty)
     if waiting:
         waits = job.waiting_for or empty
         since = time_cell(waiting_since(job), empty)
-        return [type_, Cell(waits, title=waits, css=CLIP), since, attempts, created, key]
+        waits_cell = Cell(waits, title=waits, css=CLIP, cut=True)
+        return [type_, waits_cell, since, attempts, created, key]
     if job.status == "failed":
         reason = job.fail_reason or ""
         return [
@@ -146,7 +152,7 @@ def _cells(job: Job[Any], empty: str, waiting: bool = False) -> list[Cell]:
     workers = []  # active: who runs it; finished: nothing
     if job.status == "active" and has_job_field("worker"):
         worker = job_value(job, "worker")
-        workers = [Cell(worker or empty, title=worker or "", css=CLIP)]
+        workers = [Cell(worker or empty, title=worker or "", css=CLIP, cut=True)]
     last = job.updated_at if job.status == "active" else finished_at(job)
     return [type_, *workers, attempts, time_cell(last, empty), created, key]
 
