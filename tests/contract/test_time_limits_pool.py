@@ -84,7 +84,9 @@ def test_a_stuck_handler_is_abandoned_while_a_new_thread_keeps_the_type_running(
             timeout=LIMIT,
         )
         assert wait_until(lambda: stuck, timeout=10)
-        others = [queue.enqueue("t", {"n": n}) for n in range(3)]
+        # Their own generous limit: on a loaded machine a quick handler's run may take
+        # longer than the stuck job's 0.3 s, and a rerun would not be what this tests.
+        others = [queue.enqueue("t", {"n": n}, timeout=30) for n in range(3)]
         done = lambda: all(queue.get_job(i or "").status == "completed" for i in others)  # noqa: E731
         assert wait_until(done, timeout=15)
         assert sorted(ran) == [0, 1, 2]
