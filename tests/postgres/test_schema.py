@@ -71,6 +71,46 @@ def test_a_new_migration_upgrades_tables_that_hold_jobs(
         drop_postgres_tables(table)
 
 
+def test_an_upgrade_that_fails_part_way_leaves_the_tables_as_they_were(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = fresh_table()
+    old = PostgresJobQueue(pg_url, table=table)
+    try:
+        job_id = enqueue_id(old, data={"n": 1})
+        old.close()
+        latest = schema.latest_version()
+
+        def add_column(t: schema.Tables) -> list[str]:
+            return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]
+
+        def broken(t: schema.Tables) -> list[str]:
+            return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]  # a second time
+
+        upgrades = [(latest + 1, add_column), (latest + 2, broken)]
+        monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, *upgrades])
+        new = PostgresJobQueue(pg_url, table=table)
+        with pytest.raises(Exception, match="extra"):
+            new.startup()
+        new.close()
+        # Neither upgrade is kept: the version and the columns are the old ones, and the
+        # old code goes on working on them.
+        assert version_of(pg_url, table) == latest
+        with psycopg.connect(pg_url) as conn:
+            columns = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+                (table,),
+            ).fetchall()
+        assert ("extra",) not in columns
+        monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:latest])
+        again = PostgresJobQueue(pg_url, table=table)
+        job = again.get_job(job_id)
+        assert job is not None and job.data == {"n": 1}
+        again.close()
+    finally:
+        drop_postgres_tables(table)
+
+
 def test_tables_from_a_newer_durabl_raise_schema_too_new(pg_url: str) -> None:
     table = fresh_table()
     store = PostgresJobQueue(pg_url, table=table)

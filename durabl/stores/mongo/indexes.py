@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pymongo import IndexModel
 from pymongo.collection import Collection
 
 from durabl.model.exceptions import DurablError
@@ -92,20 +93,27 @@ INDEXES: tuple[IndexSpec, ...] = (
 
 
 def ensure_indexes(
-    col: Collection[dict[str, Any]], index_options: Callable[[dict[str, Any]], dict[str, Any]]
+    col: Collection[dict[str, Any]],
+    create: Callable[[Collection[dict[str, Any]], list[IndexSpec]], None],
 ) -> None:
-    """Create what is missing, each with the options ``index_options`` makes of its own
-    (the store's calls: a server takes them as they are). An index of ours with another
-    definition is an error to fix by hand, never silently dropped (it may be in use)."""
+    """Create what is missing with ``create`` (the store's calls: one ``createIndexes``
+    command on a server). An index of ours with another definition is an error to fix by
+    hand, never silently dropped (it may be in use)."""
     existing = col.index_information()
     for spec in INDEXES:
-        if spec.name not in existing:
-            col.create_index(spec.keys, name=spec.name, **index_options(dict(spec.options)))
-        elif not _same_keys(existing[spec.name], spec):
+        if spec.name in existing and not _same_keys(existing[spec.name], spec):
             raise DurablError(
                 f"index {spec.name!r} on {col.full_name} has keys {existing[spec.name]['key']}, "
                 f"expected {spec.keys}; drop it so startup() can recreate it"
             )
+    missing = [spec for spec in INDEXES if spec.name not in existing]
+    if missing:
+        create(col, missing)
+
+
+def index_models(specs: list[IndexSpec]) -> list[IndexModel]:
+    """``specs`` as pymongo builds a ``createIndexes`` command of them."""
+    return [IndexModel(spec.keys, name=spec.name, **spec.options) for spec in specs]
 
 
 def missing_indexes(col: Collection[dict[str, Any]]) -> list[str]:

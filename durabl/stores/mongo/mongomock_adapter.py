@@ -36,6 +36,7 @@ from pymongo import UpdateOne
 from durabl.model.exceptions import DurablError
 from durabl.model.rules import HolderUpdate, debounced_run_at
 from durabl.stores.mongo.codec import fence
+from durabl.stores.mongo.indexes import IndexSpec
 
 R = TypeVar("R")
 
@@ -82,8 +83,14 @@ class MongomockCalls:
     def write_concern(self, db: Any) -> None:
         return None
 
-    def index_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        return {**options, "sparse": True} if options.get("unique") else options
+    def create_indexes(self, col: Any, specs: list[IndexSpec]) -> None:
+        """One at a time: mongomock's ``create_indexes`` drops ``partialFilterExpression``.
+        A unique index is sparse as well, as mongomock applies no partial filter."""
+        for spec in specs:
+            options = (
+                {**spec.options, "sparse": True} if spec.options.get("unique") else spec.options
+            )
+            col.create_index(spec.keys, name=spec.name, **options)
 
     def push_bounded(
         self, col: Any, holder: Mapping[str, Any], changes: Mapping[str, Any], update: HolderUpdate

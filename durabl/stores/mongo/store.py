@@ -33,7 +33,7 @@ from durabl.model.clock import Clock, as_utc
 from durabl.model.exceptions import DurablError
 from durabl.model.payload import to_millis
 from durabl.model.rules import HolderUpdate
-from durabl.stores.mongo.indexes import ensure_indexes
+from durabl.stores.mongo.indexes import IndexSpec, ensure_indexes, index_models
 from durabl.stores.mongo.mongomock_adapter import MongomockCalls, is_mongomock
 from durabl.stores.mongo.retry import RETRY_ATTEMPTS, call_with_retries
 
@@ -123,8 +123,8 @@ class PymongoCalls:
     def write_concern(self, db: Database[Any]) -> WriteConcern:
         return db.write_concern
 
-    def index_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        return options
+    def create_indexes(self, col: Collection[dict[str, Any]], specs: list[IndexSpec]) -> None:
+        col.create_indexes(index_models(specs))  # one command for all of them
 
     def push_bounded(
         self,
@@ -284,7 +284,7 @@ class MongoStore:
         with self._startup_lock:
             if self.started:
                 return
-            self.call("startup", lambda: ensure_indexes(self.col, self.calls.index_options))
+            self.call("startup", lambda: ensure_indexes(self.col, self.calls.create_indexes))
             self.started = True
 
     def close(self) -> None:

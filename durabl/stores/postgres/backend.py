@@ -236,8 +236,8 @@ class PostgresJobQueue(SqlStore[Tx]):
         )
 
     def startup(self) -> None:
-        """Create or upgrade the schema: each migration in a transaction of its own under a
-        transaction-level advisory lock, skipped by whoever finds it already applied.
+        """Create or upgrade the schema: the pending migrations in one transaction under a
+        transaction-level advisory lock, each skipped by whoever finds it already applied.
         Idempotent; safe with many processes starting at once. Raises
         ``SchemaTooNewError`` for tables a newer durabl wrote. Every other operation calls
         it first if nobody has."""
@@ -248,12 +248,13 @@ class PostgresJobQueue(SqlStore[Tx]):
             version = self._db.run(
                 "startup", lambda cur: schema.read_version(cur, t), repeatable=True
             )
-            for migration in schema.pending_migrations(version, t):
-
-                def apply(cur: Tx, migration: schema.Migration = migration) -> bool:
-                    return schema.apply_migration(cur, migration, t)
-
-                self._db.run(f"schema migration {migration[0]}", apply, repeatable=True)
+            pending = schema.pending_migrations(version, t)
+            if pending:
+                self._db.run(
+                    "schema migrations",
+                    lambda cur: schema.apply_migrations(cur, pending, t),
+                    repeatable=True,
+                )
             self._started = True
         # Which types have a rate limit, read once here (then when 30 s old, at a claim).
         self._limited.refresh(self._limited_types)

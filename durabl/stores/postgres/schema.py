@@ -442,20 +442,28 @@ def pending_migrations(version: int, t: Tables) -> list[Migration]:
     return _schema().pending(version, _holder(t))
 
 
-def apply_migration(cur: Cursor[DictRow], migration: Migration, t: Tables) -> bool:
-    """Apply one migration inside the caller's transaction, under the schema lock, unless
-    another process got there first. Returns whether it ran."""
-    number, migrate = migration
+def apply_migrations(cur: Cursor[DictRow], pending: list[Migration], t: Tables) -> list[int]:
+    """Apply ``pending`` in order inside the caller's one transaction, under the schema
+    lock, skipping those another process applied first; the version is written once, at
+    the end. One transaction: a fresh table set is made in one round of statements, and an
+    upgrade that fails part way leaves the tables at the version they had. Returns the
+    numbers of the migrations it ran."""
     cur.execute("SELECT pg_advisory_xact_lock(%(k)s, 0)", {"k": t.schema_lock_class})
     meta = t.qualified("_meta")
     cur.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)")
-    if not _schema().needs(number, read_version(cur, t), _holder(t)):
-        return False
-    for statement in migrate(t):
-        cur.execute(statement)
-    cur.execute(
-        f"INSERT INTO {meta} (key, value) VALUES (%(key)s, %(value)s) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        {"key": VERSION_KEY, "value": str(number)},
-    )
-    return True
+    version = read_version(cur, t)
+    ran: list[int] = []
+    for number, migrate in pending:
+        if not _schema().needs(number, version, _holder(t)):
+            continue
+        for statement in migrate(t):
+            cur.execute(statement)
+        version = number
+        ran.append(number)
+    if ran:
+        cur.execute(
+            f"INSERT INTO {meta} (key, value) VALUES (%(key)s, %(value)s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            {"key": VERSION_KEY, "value": str(version)},
+        )
+    return ran
