@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from django.urls import reverse
 
 import durabl_django
 from durabl import JobQueue
 from durabl.orchestrator.journal import sleep_entry, step_entry
-from tests.django.test_admin_helpers import XSS, fail_jobs
+from tests.django.test_admin_helpers import XSS, fail_jobs, page_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 
@@ -23,12 +22,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.on_real_mongo]
 @pytest.fixture
 def queue() -> JobQueue:
     return durabl_django.get_queue()
-
-
-def page_of(client: Client, job_id: str) -> str:
-    response = client.get(reverse("admin:durabl_django_job_detail", args=[job_id]), follow=True)
-    assert response.status_code == 200
-    return response.content.decode()
 
 
 def field(page: str, label: str) -> str:

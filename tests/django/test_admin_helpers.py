@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Permission, User
 from django.http import HttpResponse
+from django.test import Client
 from django.urls import reverse
 
 import durabl_django
@@ -80,6 +81,13 @@ def complete_jobs(queue: JobQueue, count: int, type: str = "ok", **options: Any)
         assert queue.run_pending(type) == 1
         ids.append(job_id)
     return ids
+
+
+def page_of(client: Client, job_id: str) -> str:
+    """A job's admin page (following the redirect to its status's page), as text."""
+    response = client.get(reverse("admin:durabl_django_job_detail", args=[job_id]), follow=True)
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def changelist(status: str) -> str:

@@ -17,7 +17,7 @@ import durabl_django
 from durabl import Job, JobQueue, Orchestrator
 from durabl.orchestrator import OrchestrationContext
 from durabl.orchestrator.journal import step_entry
-from tests.django.test_admin_helpers import XSS
+from tests.django.test_admin_helpers import XSS, page_of
 
 pytestmark = [pytest.mark.django_db]
 
@@ -27,12 +27,6 @@ EVENT = "billing/invoice.sync"
 @pytest.fixture
 def queue() -> JobQueue:
     return durabl_django.get_queue()
-
-
-def page_of(client: Client, job_id: str) -> str:
-    response = client.get(reverse("admin:durabl_django_job_detail", args=[job_id]), follow=True)
-    assert response.status_code == 200
-    return response.content.decode()
 
 
 def table_rows(page: str, css: str) -> list[str]:

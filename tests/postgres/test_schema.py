@@ -32,6 +32,11 @@ def version_of(url: str, table: str) -> int:
     return int(row[0])
 
 
+def add_column(t: schema.Tables) -> list[str]:
+    """A migration of a newer release."""
+    return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]
+
+
 def test_startup_creates_the_tables_at_the_latest_version(pg_url: str) -> None:
     table = fresh_table()
     store = PostgresJobQueue(pg_url, table=table)
@@ -53,9 +58,6 @@ def test_a_new_migration_upgrades_tables_that_hold_jobs(
         job_id = enqueue_id(old, data={"n": 1})
         old.close()
         latest = schema.latest_version()
-
-        def add_column(t: schema.Tables) -> list[str]:
-            return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]
 
         monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (latest + 1, add_column)])
         new = PostgresJobQueue(pg_url, table=table)
@@ -81,13 +83,7 @@ def test_an_upgrade_that_fails_part_way_leaves_the_tables_as_they_were(
         old.close()
         latest = schema.latest_version()
 
-        def add_column(t: schema.Tables) -> list[str]:
-            return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]
-
-        def broken(t: schema.Tables) -> list[str]:
-            return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]  # a second time
-
-        upgrades = [(latest + 1, add_column), (latest + 2, broken)]
+        upgrades = [(latest + 1, add_column), (latest + 2, add_column)]  # the second fails
         monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, *upgrades])
         new = PostgresJobQueue(pg_url, table=table)
         with pytest.raises(Exception, match="extra"):
