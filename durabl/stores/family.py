@@ -78,10 +78,11 @@ class StoreFamily(StoreParts):
         :meth:`find_jobs` selects the jobs with a journal, see
         :mod:`durabl.stores.waiting`). So a cancel of jobs that are neither parents nor
         children costs those two reads more (one when ``selection`` names a status),
-        whatever the number of jobs; each parent then costs a read and its cascade, and
-        each parent of a cancelled child the checks of its wake. A child made pending
-        after the read and cancelled by the write wakes no one: its parent's gather
-        looks again within ``GATHER_RECHECK``."""
+        whatever the number of jobs (though they return the jobs whole: a cancel of very
+        many pending jobs holds each in memory once); each parent then costs a read and
+        its cascade, and each parent of a cancelled child the checks of its wake. A child
+        made pending after the read and cancelled by the write wakes no one: its parent's
+        gather looks again within ``GATHER_RECHECK``."""
         parents: list[str] = []  # matches whose journal began a start_children step
         waited_on: dict[str, None] = {}  # the parents of matching pending children
         matched: set[str] = set()
