@@ -67,45 +67,55 @@ class StoreFamily(StoreParts):
         """:meth:`cancel_selected` (``selection``: live statuses only, no ``waiting``),
         then what :meth:`durabl.stores.engine.StoreBase.cancel` does after each job's
         write: a matching parent's live children cancelled (:meth:`cancel_children`), and
-        the waiting parent of a matching pending child woken when that child was the last
-        it waited for (:meth:`wake_parent`). How many matching jobs were cancelled or
-        asked to stop (their children are not counted, as ``cancel`` counts none).
+        a parent waiting in a gather woken when the write cancelled the last children it
+        waited for (:meth:`wake_parent`). How many matching jobs were cancelled or asked
+        to stop (their children are not counted, as ``cancel`` counts none).
 
-        Who is a parent or a child is read before the write, when the matches are still
-        live: one read of the matching pending jobs (any may be a child, or a parent
-        suspended in a gather) and one of the matching active jobs that carry a journal
-        (only an orchestration starts children; ``waiting=True`` given to
-        :meth:`find_jobs` selects the jobs with a journal, see
-        :mod:`durabl.stores.waiting`). So a cancel of jobs that are neither parents nor
-        children costs those two reads more (one when ``selection`` names a status),
-        whatever the number of jobs (though they return the jobs whole: a cancel of very
-        many pending jobs holds each in memory once); each parent then costs a read and
-        its cascade, and each parent of a cancelled child the checks of its wake. A child
-        made pending after the read and cancelled by the write wakes no one: its parent's
-        gather looks again within ``GATHER_RECHECK``."""
+        What it reads is bounded by the orchestrations, never by the jobs the selection
+        matches, so cancelling a backlog of a million plain jobs reads none of them:
+        before the write, the matching jobs that carry a journal (only an orchestration
+        starts children; ``waiting=True`` given to :meth:`find_jobs` selects those, see
+        :mod:`durabl.stores.waiting`), one read per live status the selection allows;
+        and, when pending children may be among the matches, the parents waiting in a
+        gather (the one named by ``parent_id`` if the selection names one, else every
+        pending job with a journal, one read). After it, each matching parent costs a
+        read and its cascade, and each gathering parent the checks of its wake (a count
+        when a child of its is still live, as it is for the parents of other types)."""
         parents: list[str] = []  # matches whose journal began a start_children step
-        waited_on: dict[str, None] = {}  # the parents of matching pending children
         matched: set[str] = set()
         for status in LIVE_STATUSES:
-            if selection.status not in (None, status):
-                continue
-            pending = status == "pending"
-            chosen = replace(selection, status=status, waiting=None if pending else True)
-            for job in self.find_jobs(chosen, JobPage(0)):
-                matched.add(job.id)
-                if may_have_children(job):
-                    parents.append(job.id)
-                if pending and job.parent_id is not None:
-                    waited_on[job.parent_id] = None
+            if selection.status in (None, status):
+                chosen = replace(selection, status=status, waiting=True)
+                for job in self.find_jobs(chosen, JobPage(0)):
+                    matched.add(job.id)
+                    if may_have_children(job):
+                        parents.append(job.id)
+        gathering = self._gathering_parents(selection)
         total = self.cancel_selected(selection, reason)
         for parent_id in parents:
             parent = self.get_job(parent_id)  # ended before the write: not cancelled by it
             if parent is not None and parent.status in ("active", CANCELLED):
                 self.cancel_children(parent_id, reason)
-        for parent_id in waited_on:
+        for parent_id in gathering:
             if parent_id not in matched:  # a matching parent was cancelled, not woken
                 self.wake_parent(parent_id)
         return total
+
+    def _gathering_parents(self, selection: JobFilter) -> list[str]:
+        """The parents a cancel of ``selection`` may leave waiting for no child: none when
+        it cancels no pending job (an active child's run ends, and wakes its parent, as
+        any run does); the one it names by ``parent_id``; else every job waiting in a
+        gather now."""
+        if selection.status not in (None, "pending"):
+            return []
+        if selection.parent_id is not None:
+            return [selection.parent_id]
+        waiting = JobFilter(status="pending", waiting=True)
+        return [
+            job.id
+            for job in self.find_jobs(waiting, JobPage(0))
+            if (job.waiting_for or "").startswith(CHILDREN_PREFIX)
+        ]
 
     @abstractmethod
     def cancel_selected(self, filters: JobFilter, reason: str) -> int:
