@@ -27,11 +27,14 @@ WAITING_PREFIX = CHILDREN_PREFIX
 #: How long a waiting parent sleeps at most before it looks at its children itself, in
 #: seconds. The last child's terminal write wakes it at once; this only bounds how long a
 #: wake that never came (the child's process died between its write and the wake, or the
-#: child ended outside a run: reaped, cancelled in bulk) keeps it waiting.
+#: child ended outside a run: reaped) keeps it waiting.
 GATHER_RECHECK = 600.0
 #: The most of a child's failure reason a gather journals, in bytes of UTF-8 (a thousand
 #: failed children must not fill the parent's journal with tracebacks).
 MAX_GATHERED_REASON_BYTES = 2048
+#: The journal entry a ``start_children`` step writes before it creates its first child:
+#: a job whose journal holds one may have children (the only way a job gets any).
+SPAWN = "spawn"
 #: ``enqueue()`` options a child may not carry: a child belongs to its parent, so a
 #: dedupe slot (which could leave a child uncreated, or shared with another parent) has
 #: no meaning for it.
@@ -117,6 +120,11 @@ def check_gather_ids(step: str, ids: object) -> list[str]:
         if not isinstance(job_id, str):
             raise TypeError(f"gather {step!r}: id {position} must be a str, got {job_id!r:.100}")
     return list(ids)
+
+
+def may_have_children(job: Job[Any]) -> bool:
+    """Whether ``job`` ever began a ``start_children`` step (its journal says so)."""
+    return any(entry.get("kind") == SPAWN for entry in job.journal)
 
 
 def is_terminal(job: Job[Any]) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from durabl.model.bulk import Child
 from durabl.model.children import (
     GATHER_RECHECK,
+    SPAWN,
     check_children,
     check_gather_ids,
     check_step_name,
@@ -41,7 +42,6 @@ from durabl.orchestrator import journal as jr
 from durabl.orchestrator.machine import StepMachine
 from durabl.runtime.handler import SuspendRun
 
-SPAWN = "spawn"
 CHILDREN = "children"
 GATHER = "gather"
 GATHERED = "gathered"

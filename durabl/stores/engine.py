@@ -315,14 +315,16 @@ class StoreBase(StoreFamily):
     def cancel_matching(self, *, reason: str | None = None, **filters: Any) -> int:
         """See :meth:`Backend.cancel_matching`: checked as :meth:`list_jobs` (a terminal
         status is a ``ValueError``), the reason as :meth:`cancel` checks it; the store
-        cancels through :meth:`cancel_selected`."""
+        cancels through :meth:`cancel_selected`, and parents and children are treated as
+        :meth:`cancel` treats them (:meth:`cancel_selected_families`, which says what
+        that costs: two reads more, not one per job)."""
         selection = job_filter(filters)
         check_not_bulk(selection, "cancel_matching")
         if selection.status not in (None, "pending", "active"):
             raise ValueError(
                 f"cancel_matching cancels pending or active jobs, not {selection.status!r}"
             )
-        return self.cancel_selected(selection, cancel_reason(reason))
+        return self.cancel_selected_families(selection, cancel_reason(reason))
 
     def run_now_matching(self, **filters: Any) -> int:
         """See :meth:`Backend.run_now_matching`: checked as :meth:`list_jobs` (a status

@@ -2,8 +2,9 @@
 once by the last child's write (nothing else makes it due: the store's clock stands
 still), a tree of one type on a pool of one thread, a crash between creating children
 and journaling them, a failed child returned to its parent, the gather's timeout, a
-cancel's cascade, listing by parent, and a child finished by another process's queue
-waking its parent (by push where the store has it)."""
+cancel's cascade (of one job, or of a ``cancel_matching``: a parent's children cancelled,
+the parent of cancelled children woken), listing by parent, and a child finished by
+another process's queue waking its parent (by push where the store has it)."""
 
 from __future__ import annotations
 
@@ -336,3 +337,123 @@ def test_a_child_finished_by_another_process_wakes_the_parent(
         if other.backend is not backend:
             other.shutdown(timeout=2)
     assert runs == ["run", "run", "gathered"]
+
+
+def test_cancel_matching_a_waiting_parent_cancels_its_live_children_not_finished_ones(
+    q: JobQueue, backend: Backend
+) -> None:
+    declare(q, "fan", fan_out(3, []))
+    parent = q.enqueue("fan", {}) or ""
+    q.run_pending("fan")
+    q.register("square", square)
+    assert q.run_pending("square", limit=1) == 1  # one child completed
+    (running,) = backend.claim("square", limit=1, lease_owner="elsewhere")  # one running
+    other = q.enqueue("square", {"image": 7}) or ""  # a job of the children's type
+    assert q.cancel_matching(type="fan", reason="stop the album") == 1
+    assert get(q, parent).status == "cancelled"
+    children = {c.status: c for c in q.list_jobs(parent_id=parent)}
+    assert sorted(children) == ["active", "cancelled", "completed"]
+    assert children["cancelled"].fail_reason == "stop the album"
+    assert running.heartbeat() == "cancel-requested"
+    assert get(q, other).status == "pending"
+
+
+def test_cancel_matching_a_running_parent_cancels_the_children_it_started(
+    q: JobQueue, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent is active (its worker created the children and has not gathered yet):
+    it is asked to stop, and its children are cancelled at once."""
+    handler = declare(q, "fan", fan_out(2, []))
+    parent = q.enqueue("fan", {}) or ""
+    start_once = q.start_children_once
+
+    def create_then_die(parent_id: str, step: str, children: Any, known: Any) -> list[str]:
+        start_once(parent_id, step, children, known)
+        raise WorkerKilled("stopped while running, its children created")
+
+    monkeypatch.setattr(q, "start_children_once", create_then_die)
+    (handle,) = backend.claim("fan", limit=1, lease_owner="running")
+    with pytest.raises(WorkerKilled):
+        handler.run_managed(ManagedRun(handle, handler, q))
+    assert get(q, parent).status == "active"
+    assert q.count_jobs(parent_id=parent, status="pending") == 2
+    assert q.cancel_matching(status="active") == 1
+    assert handle.heartbeat() == "cancel-requested"
+    assert q.count_jobs(parent_id=parent, status="cancelled") == 2
+
+
+def test_cancel_matching_every_live_child_wakes_the_waiting_parent_once(
+    q: JobQueue, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result: dict[str, Any] = {}
+    runs: list[str] = []
+    declare(q, "fan", fan_out(3, runs, out=result))
+    parent = q.enqueue("fan", {}) or ""
+    q.run_pending("fan")
+    made_due: list[str] = []
+    run_now = backend.run_now
+
+    def spy(job_id: str) -> bool:
+        made_due.append(job_id)
+        return run_now(job_id)
+
+    monkeypatch.setattr(backend, "run_now", spy)
+    first, *_ = q.list_jobs(parent_id=parent)
+    assert q.cancel_matching(search=first.id) == 1  # two children left: still waiting
+    assert get(q, parent).waiting_for == "children:fan-in" and made_due == []
+    assert q.cancel_matching(parent_id=parent, reason="not needed") == 2
+    assert made_due == [parent]
+    assert get(q, parent).waiting_for is None  # due now
+    assert q.run_pending("fan") == 1
+    assert get(q, parent).status == "completed"
+    assert result["statuses"] == ["cancelled"]
+    assert runs == ["run", "run", "gathered"]
+
+
+def test_cancel_matching_children_by_type_wakes_each_waiting_parent(q: JobQueue) -> None:
+    results: list[dict[str, Any]] = [{}, {}]
+    declare(q, "fan", fan_out(1, [], out=results[0]))
+    declare(q, "album", fan_out(2, [], out=results[1]))
+    parents = [q.enqueue("fan", {}) or "", q.enqueue("album", {}) or ""]
+    q.run_pending()
+    assert q.cancel_matching(type="square") == 3
+    assert [get(q, p).waiting_for for p in parents] == [None, None]
+    assert q.run_pending() == 2
+    assert [r["statuses"] for r in results] == [["cancelled"], ["cancelled"]]
+
+
+def test_cancel_matching_outside_any_family_reads_at_most_thrice_touching_no_family(
+    q: JobQueue, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither parents nor children: the cancel is what it was (pending cancelled, active
+    asked, terminal left), the waiting family of another type untouched, at the cost of at
+    most three reads whatever the number of jobs."""
+    declare(q, "fan", fan_out(2, []))
+    parent = q.enqueue("fan", {}) or ""
+    q.run_pending("fan")
+    done = q.enqueue("plain", {"n": -1}) or ""
+    (finished,) = backend.claim("plain", limit=1, lease_owner="elsewhere")
+    finished.complete()
+    plain = [q.enqueue("plain", {"n": n}) or "" for n in range(20)]
+    (active,) = backend.claim("plain", limit=1, lease_owner="elsewhere")
+    reads: list[list[str]] = []
+    find_jobs = backend.find_jobs
+
+    def counted(*args: Any) -> list[Any]:
+        found = find_jobs(*args)
+        reads.append([job.id for job in found])
+        return found
+
+    monkeypatch.setattr(backend, "find_jobs", counted)
+    # The other type's gathering parent is looked at (its children are live: no wake).
+    for name in ("cancel_children", "run_now"):
+        monkeypatch.setattr(backend, name, lambda *a, name=name: pytest.fail(f"{name}{a}"))
+    assert q.cancel_matching(type="plain") == 20
+    assert len(reads) <= 3
+    assert not set(plain) & {job_id for read in reads for job_id in read}  # none read
+    monkeypatch.undo()
+    assert [get(q, job_id).status for job_id in plain].count("cancelled") == 19
+    assert active.heartbeat() == "cancel-requested"
+    assert get(q, done).status == "completed"
+    assert get(q, parent).waiting_for == "children:fan-in"
+    assert q.count_jobs(parent_id=parent, status="pending") == 2
