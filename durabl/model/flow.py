@@ -92,8 +92,14 @@ class RateLimit:
     def started_in(self, window_start: int, started: int, now_millis: int) -> int:
         """The starts counted in the window of ``now_millis``: ``started``, kept for the
         window beginning at ``window_start`` (epoch milliseconds), or 0 when that window
-        has ended."""
-        return started if window_start == self.window_of(now_millis) else 0
+        has ended. A stored window later than ``now_millis``'s counts as full: another
+        claim read a later clock and counted there first (this reading was taken before
+        it waited for the row, or on a process clock that lags), and counting here would
+        open the older window again and let its starts fall into the newer one."""
+        window = self.window_of(now_millis)
+        if window_start > window:
+            return max(started, self.limit)
+        return started if window_start == window else 0
 
     def allowance(self, started: int) -> int:
         """How many more may start in a window that has seen ``started`` starts."""

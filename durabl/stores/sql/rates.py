@@ -49,7 +49,7 @@ def allowance(
         return None
     rate = RateLimit(row["max_starts"], row["per_ms"] / 1000)
     at = int(row["now_ms"])
-    started = row["started"] if row["window_start"] == rate.window_of(at) else 0
+    started = rate.started_in(row["window_start"], row["started"], at)
     return Allowance(rate, rate.allowance(started), at)
 
 
