@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from durabl.model.rules import INDEXED_ORDERS, JOB_ORDER_FIELDS, served_by_index
     from durabl.model.schedule import Schedule
     from durabl.model.schema import PayloadIssue, PayloadValidationError
-    from durabl.model.signals import Signal
+    from durabl.model.signals import WAIT_FOREVER, Signal
     from durabl.model.subscriptions import Subscription
     from durabl.model.workers import WorkerInfo
     from durabl.orchestrator import OrchestrationContext, Orchestrator, StepKeys
@@ -162,6 +162,7 @@ __all__ = [
     "EVENT_KINDS",
     "validate_enqueue",
     "WaitTimeout",
+    "WAIT_FOREVER",
     "WorkerInfo",
 ]
 
@@ -220,7 +221,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "durabl.model.rules": ("INDEXED_ORDERS", "JOB_ORDER_FIELDS", "served_by_index"),
     "durabl.model.schedule": ("Schedule",),
     "durabl.model.schema": ("PayloadIssue", "PayloadValidationError"),
-    "durabl.model.signals": ("Signal",),
+    "durabl.model.signals": ("Signal", "WAIT_FOREVER"),
     "durabl.model.subscriptions": ("Subscription",),
     "durabl.model.workers": ("WorkerInfo",),
     "durabl.orchestrator": ("OrchestrationContext", "Orchestrator", "StepKeys"),

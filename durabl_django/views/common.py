@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from durabl import Job
+from durabl import WAIT_FOREVER, Job
 from durabl_django.admin_support import LISTED_STATUSES, get_job_queue, humanize_seconds
 
 if TYPE_CHECKING:
@@ -149,6 +149,16 @@ def relative_time(value: datetime, now: datetime | None = None) -> str:
     span = humanize_seconds(abs(seconds)).split(" ", 2)
     text = " ".join(span[:2])  # "4 min 12 s" -> "4 min"; "< 1 s" stays
     return f"{text} ago" if seconds > 0 else f"in {text}"
+
+
+#: How a job's due time reads when it waits for a signal with no timeout.
+WHEN_SIGNALLED = "when signalled (no timeout)"
+
+
+def due_time_text(run_at: datetime) -> str | None:
+    """:data:`WHEN_SIGNALLED` for a job waiting for a signal with no timeout (stored due at
+    ``durabl.WAIT_FOREVER``), else None: the instant itself says when it is due."""
+    return WHEN_SIGNALLED if run_at >= WAIT_FOREVER else None
 
 
 def time_cell(value: datetime | None, empty: str, css: str = NOWRAP, note: str = "") -> Cell:

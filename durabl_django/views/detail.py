@@ -34,6 +34,7 @@ from durabl_django.views.common import (
     admin_url,
     base_context,
     detail_table,
+    due_time_text,
     finished_at,
     format_time,
     has_job_field,
@@ -202,7 +203,11 @@ def _fields(job: Job[Any]) -> list[Field]:
         Field("Dedupe key", job.dedupe_key or "", first=job.dedupe_key is not None),
         Field("Dedupe scope", job.dedupe_scope or ""),
         Field("Priority", str(job.priority), first=job.status == "pending"),
-        Field("Run at", format_time(job.run_at, zone=True), first=delayed),
+        Field(
+            "Run at",
+            due_time_text(job.run_at) or format_time(job.run_at, zone=True),
+            first=delayed,
+        ),
         *_waiting_fields(job),
         Field("Created at", format_time(job.created_at, zone=True)),
         Field(

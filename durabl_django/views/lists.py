@@ -45,6 +45,7 @@ from durabl_django.views.common import (
     Choice,
     admin_url,
     base_context,
+    due_time_text,
     finished_at,
     has_job_field,
     job_value,
@@ -144,7 +145,11 @@ def _cells(job: Job[Any], empty: str, waiting: bool = False) -> list[Cell]:
         return [
             type_,
             Cell(str(job.priority), css=NOWRAP),
-            time_cell(job.run_at, empty, note="" if job.run_at <= timezone.now() else "(delayed)"),
+            Cell(signalled, css=NOWRAP)
+            if (signalled := due_time_text(job.run_at))
+            else time_cell(
+                job.run_at, empty, note="" if job.run_at <= timezone.now() else "(delayed)"
+            ),
             attempts,
             created,
             key,

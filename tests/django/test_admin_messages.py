@@ -62,6 +62,10 @@ def test_the_page_lists_the_events_sent_and_the_signals_received(
     started_url = reverse("admin:durabl_django_job_detail", args=[started])
     assert f'href="{started_url}"' in event
     assert "Signals received" in waiting and "No signal received yet." in waiting
+    # A wait with no timeout is stored due at WAIT_FOREVER: said in words, not as year 9000.
+    assert "when signalled (no timeout)" in waiting and "9000" not in waiting
+    pending = admin_client.get(reverse("admin:durabl_django_pendingjob_changelist"))
+    assert "when signalled (no timeout)" in pending.content.decode()
 
     assert queue.signal(job_id, "approve", {"by": "ana", "note": XSS})
     assert queue.run_pending("approval") == 1

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from durabl import FatalJobError, JobQueue, Orchestrator
+from durabl.testing import wait_until
 
 WAIT = 15.0  # seconds any one thing the seed waits for may take
 FAST: dict[str, Any] = {"poll_interval": 0.05, "heartbeat_interval": 0.2}
@@ -40,6 +41,7 @@ class Seeded:
     superseded: str
     long_key: str  # pending: a long type name and a long dedupe key an event made
     long_key_failed: str  # the same type, failed, with a long dedupe key of its own
+    waiting: str  # an orchestration waiting for a signal that never comes
 
 
 def _authorize(order: str) -> None:
@@ -146,9 +148,15 @@ def seed(store: JobQueue) -> Seeded:
         store.run_pending(REPORT)
         store.run_pending("send-welcome-email")
         store.run_pending("sync-inventory")
+    # Its second attempt waits for the warehouse's confirmation, which nobody sends.
+    waiting = store.enqueue("ship-order", {"order": "B-4"}, max_attempts=2, **fixed)
     for job_id in (orchestration, failed_orchestration):
         assert job_id is not None
         store.wait(job_id, timeout=WAIT)
+    assert waiting is not None and wait_until(
+        lambda: store.get_job(waiting).waiting_for,  # type: ignore[union-attr]
+        timeout=WAIT,
+    )
     store.run_pending("notify-customer")  # the job the orchestration's event started
 
     pending = store.enqueue(REPORT, {"month": "2024-06"}, delay=3600, priority=5)
@@ -192,4 +200,5 @@ def seed(store: JobQueue) -> Seeded:
         superseded=str(superseded),
         long_key=long_key,
         long_key_failed=long_key_failed,
+        waiting=waiting,
     )
