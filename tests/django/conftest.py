@@ -17,9 +17,13 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.test import Client
 
 from tests.mongo_database import drop_database, fresh_database_url
 
@@ -79,6 +83,23 @@ def queue(durabl_store: str) -> Any:
     for spec in declared_jobs().values():
         q.register(spec.type, spec.handler)
     return q
+
+
+@pytest.fixture
+def superuser(django_user_model: Any) -> AbstractBaseUser:
+    """A superuser: every permission the admin's views check."""
+    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
+    return user
+
+
+@pytest.fixture
+def csrf_client(superuser: AbstractBaseUser) -> Client:
+    """A logged-in superuser whose POSTs must carry a CSRF token, as a browser's do."""
+    from django.test import Client  # Django's settings are configured by now
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(superuser)
+    return client
 
 
 def django_env(**extra: str) -> dict[str, str]:

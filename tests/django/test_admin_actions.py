@@ -30,20 +30,6 @@ def queue() -> JobQueue:
     return durabl_django.get_queue()
 
 
-@pytest.fixture
-def superuser(django_user_model: Any) -> AbstractBaseUser:
-    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
-    return user
-
-
-@pytest.fixture
-def csrf_client(superuser: AbstractBaseUser) -> Client:
-    """A logged-in superuser whose POSTs must carry a CSRF token, as a browser's do."""
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(superuser)
-    return client
-
-
 def statuses(queue: JobQueue, ids: list[str]) -> list[str | None]:
     return [job.status if (job := queue.get_job(i)) else None for i in ids]
 

@@ -6,7 +6,6 @@ permission."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -29,19 +28,6 @@ SCHEDULES = "admin:durabl_django_jobschedule_changelist"
 @pytest.fixture
 def queue() -> JobQueue:
     return durabl_django.get_queue()
-
-
-@pytest.fixture
-def superuser(django_user_model: Any) -> AbstractBaseUser:
-    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
-    return user
-
-
-@pytest.fixture
-def csrf_client(superuser: AbstractBaseUser) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(superuser)
-    return client
 
 
 def test_staff_pause_and_resume_a_type_from_the_overview(

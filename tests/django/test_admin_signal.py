@@ -28,19 +28,6 @@ def queue() -> JobQueue:
     return durabl_django.get_queue()
 
 
-@pytest.fixture
-def superuser(django_user_model: Any) -> AbstractBaseUser:
-    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
-    return user
-
-
-@pytest.fixture
-def csrf_client(superuser: AbstractBaseUser) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(superuser)
-    return client
-
-
 def waiting_job(queue: JobQueue, received: list[Signal | None]) -> str:
     def body(job: Job[Any], octx: OrchestrationContext) -> None:
         received.append(octx.wait_for_signal("approval", "approve"))
