@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 from django.urls import reverse
 
@@ -24,11 +23,9 @@ def queue() -> JobQueue:
 
 
 @pytest.fixture
-def client(django_user_model: Any) -> Client:
-    user: AbstractBaseUser = django_user_model.objects.create_superuser("root", password="pw")
-    client = Client()
-    client.force_login(user)
-    return client
+def client(csrf_client: Client) -> Client:
+    """The conftest's logged-in superuser (CSRF checked, as a browser's POSTs are)."""
+    return csrf_client
 
 
 def fan(queue: JobQueue) -> str:

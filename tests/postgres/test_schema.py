@@ -32,6 +32,16 @@ def version_of(url: str, table: str) -> int:
     return int(row[0])
 
 
+def tables_holding_a_job(url: str) -> tuple[str, str]:
+    """Fresh tables at today's version holding one job: (table name, the job's id)."""
+    table = fresh_table()
+    store = PostgresJobQueue(url, table=table)
+    try:
+        return table, enqueue_id(store, data={"n": 1})
+    finally:
+        store.close()
+
+
 def add_column(t: schema.Tables) -> list[str]:
     """A migration of a newer release."""
     return [f"ALTER TABLE {t.qualified()} ADD COLUMN extra text"]
@@ -52,11 +62,8 @@ def test_startup_creates_the_tables_at_the_latest_version(pg_url: str) -> None:
 def test_a_new_migration_upgrades_tables_that_hold_jobs(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = fresh_table()
-    old = PostgresJobQueue(pg_url, table=table)
+    table, job_id = tables_holding_a_job(pg_url)
     try:
-        job_id = enqueue_id(old, data={"n": 1})
-        old.close()
         latest = schema.latest_version()
 
         monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, (latest + 1, add_column)])
@@ -76,11 +83,8 @@ def test_a_new_migration_upgrades_tables_that_hold_jobs(
 def test_an_upgrade_that_fails_part_way_leaves_the_tables_as_they_were(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = fresh_table()
-    old = PostgresJobQueue(pg_url, table=table)
+    table, job_id = tables_holding_a_job(pg_url)
     try:
-        job_id = enqueue_id(old, data={"n": 1})
-        old.close()
         latest = schema.latest_version()
 
         upgrades = [(latest + 1, add_column), (latest + 2, add_column)]  # the second fails
